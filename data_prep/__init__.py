@@ -1,0 +1,1 @@
+"""Raw official GLUE / SNLI / SciTail files → canonical JSONL, plus nested subsets."""

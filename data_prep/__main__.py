@@ -1,0 +1,108 @@
+"""Command line: ``python -m data_prep <glue|snli|scitail|all|subsets> ...``.
+
+Examples::
+
+    python -m data_prep all --raw-dir ../shared/data --out-dir data
+    python -m data_prep subsets --data-dir data --task scitail --preset paper --seed 13
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from data_prep.canonical import Staging, convert_split
+from data_prep.glue import glue_sources
+from data_prep.scitail import scitail_sources
+from data_prep.snli import snli_sources
+from data_prep.subsets import (
+    draw_subsets,
+    paper_sizes,
+    sizes_from_counts,
+    sizes_from_percents,
+    subset_dir,
+)
+from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.task_def import DEFAULT_TASK_DEFS_DIR, load_task_defs
+
+DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sources}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m data_prep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task-defs", nargs="+", type=Path, default=[DEFAULT_TASK_DEFS_DIR],
+                        help="task definition files or folders (default: %(default)s)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in [*DATASETS, "all"]:
+        convert = commands.add_parser(name, help=f"convert raw {name} files to canonical JSONL")
+        convert.add_argument("--raw-dir", type=Path, required=True,
+                             help="folder holding the raw downloads (e.g. ../shared/data)")
+        convert.add_argument("--out-dir", type=Path, default=Path("data"),
+                             help="where <task>/<split>.jsonl and manifest.json go "
+                                  "(default: %(default)s)")
+    subsets = commands.add_parser("subsets", help="draw seeded nested train subsets")
+    subsets.add_argument("--data-dir", type=Path, default=Path("data"),
+                         help="the --out-dir of a previous conversion (default: %(default)s)")
+    subsets.add_argument("--task", required=True)
+    subsets.add_argument("--split", default="train")
+    subsets.add_argument("--seed", type=int, default=13)
+    subsets.add_argument("--out-dir", type=Path,
+                         help="default: <data-dir>/<task>/subsets/seed<seed>")
+    how = subsets.add_mutually_exclusive_group(required=True)
+    how.add_argument("--preset", choices=["paper"],
+                     help="0.1/1/10/100%% of the full official train split (SMART Table 5)")
+    how.add_argument("--percent", nargs="+", help="percents of --reference-size")
+    how.add_argument("--count", nargs="+", type=int, help="absolute subset sizes")
+    subsets.add_argument("--reference-size", type=int,
+                         help="rows that 100%% stands for (default: rows in the train file)")
+    return parser
+
+
+def convert(datasets: list[str], raw_dir: Path, out_dir: Path, tasks: dict) -> None:
+    """Convert the raw files of ``datasets`` and publish them all at once."""
+    if not raw_dir.is_dir():
+        raise MtdnnError("raw data folder not found", file=raw_dir,
+                         allowed="a folder holding glue/, snli/, scitail/ downloads")
+    sources = [s for name in datasets for s in DATASETS[name](raw_dir, tasks)]
+    if not sources:
+        raise MtdnnError(f"no raw files of {', '.join(datasets)} found", file=raw_dir)
+    entries = {}
+    with Staging(out_dir) as staging:
+        for source in sources:
+            name = f"{source.task.name}/{source.split}.jsonl"
+            entries[name] = entry = convert_split(source, staging, name)
+            dropped = f" (dropped {entry['dropped']})" if "dropped" in entry else ""
+            print(f"{name:32s} {entry['rows']:>7,d} rows{dropped}")
+        manifest = staging.publish(entries)
+    print(f"wrote {len(entries)} files; manifest: {manifest}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    tasks = load_task_defs(args.task_defs)
+    if args.command != "subsets":
+        convert(list(DATASETS) if args.command == "all" else [args.command],
+                args.raw_dir, args.out_dir, tasks)
+        return
+    if args.task not in tasks:
+        raise MtdnnError(f"unknown task '{args.task}'", key="--task", allowed=", ".join(tasks))
+    source = args.data_dir / args.task / f"{args.split}.jsonl"
+    if not source.is_file():
+        raise MtdnnError(f"no prepared {args.split} file for task '{args.task}'", file=source,
+                         allowed="run `python -m data_prep <dataset> --out-dir DATA_DIR` first")
+    if args.preset:
+        sizes = paper_sizes(args.task)
+    elif args.percent:
+        with open(source, encoding="utf-8") as handle:
+            reference = args.reference_size or sum(1 for _ in handle)
+        sizes = sizes_from_percents(args.percent, reference)
+    else:
+        sizes = sizes_from_counts(args.count)
+    out_dir = args.out_dir or subset_dir(args.data_dir, args.task, args.seed)
+    manifest = draw_subsets(tasks[args.task], source, out_dir, sizes, args.seed)
+    print(f"manifest: {manifest}")
+
+
+if __name__ == "__main__":
+    run_cli(main)

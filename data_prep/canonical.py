@@ -1,0 +1,212 @@
+"""Canonical JSONL: row validation, staged (all-or-nothing) writing and the manifest.
+
+A canonical file holds one JSON object per line: a stable ``uid``, the task's input
+fields (``TaskDef.inputs``) and, for labelled splits, ``label`` (the label string for
+classification, a float for regression).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mtdnn.errors import MtdnnError
+from mtdnn.task_def import TaskDef
+
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class RawRow:
+    """One example read from a raw file, before validation."""
+
+    line: int
+    uid: str
+    texts: dict[str, str]
+    label: str | None
+
+
+@dataclass
+class SplitSource:
+    """A raw file that becomes one canonical split of one task."""
+
+    task: TaskDef
+    split: str
+    path: Path
+    rows: Iterable[RawRow]
+    dropped: Counter = field(default_factory=Counter)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:
+    """Validate one raw row against its task definition; errors name file and line."""
+    record: dict[str, Any] = {"uid": row.uid}
+    for name in task.inputs:
+        text = (row.texts.get(name) or "").strip()
+        if not text:
+            raise MtdnnError(f"task '{task.name}': empty text in field '{name}'",
+                             file=path, line=row.line, allowed="non-empty text")
+        record[name] = text
+    if row.label is None:
+        return record
+    label = row.label.strip()
+    if task.task_type.has_labels:
+        if label not in task.labels:
+            raise MtdnnError(f"task '{task.name}': label {label!r} is not in the task's labels",
+                             file=path, line=row.line, allowed=", ".join(task.labels))
+        record["label"] = label
+    else:
+        try:
+            score = float(label)
+        except ValueError:
+            score = math.nan
+        if not math.isfinite(score):
+            raise MtdnnError(f"task '{task.name}': regression score {label!r} is not a number",
+                             file=path, line=row.line, allowed="a finite number")
+        record["label"] = score
+    return record
+
+
+def label_distribution(labels: Iterable[Any], task: TaskDef) -> dict[str, Any]:
+    """Counts per label for classification; count/mean/min/max for regression scores."""
+    labels = list(labels)
+    if task.task_type.has_labels:
+        counts = Counter(labels)
+        return {label: counts[label] for label in task.labels if counts[label]}
+    if not labels:
+        return {}
+    return {"count": len(labels), "mean": round(sum(labels) / len(labels), 6),
+            "min": min(labels), "max": max(labels)}
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> int:
+    """Write records to ``path`` as JSON lines; returns the row count."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` from a JSON-lines file; bad JSON names the line."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise MtdnnError(f"invalid JSON: {error.msg}", file=path, line=number) from None
+            if not isinstance(obj, dict):
+                raise MtdnnError("expected a JSON object per line", file=path, line=number)
+            yield number, obj
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file through a temporary name in the same folder, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def update_manifest(folder: Path, entries: dict[str, Any]) -> Path:
+    """Merge ``entries`` into ``folder/manifest.json`` (keyed by relative path), atomically."""
+    manifest_path = folder / MANIFEST
+    manifest: dict[str, Any] = {"files": {}}
+    if manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest.setdefault("files", {}).update(entries)
+    manifest["files"] = dict(sorted(manifest["files"].items()))
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    return manifest_path
+
+
+class Staging:
+    """Stage every output of one run in a hidden folder; publish all at once on success.
+
+    A failure anywhere leaves the output folder exactly as it was: no half-written file,
+    no earlier result lost.
+    """
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(dir=out_dir, prefix=".staging-"))
+        self.files: list[str] = []
+
+    def path(self, relative: str) -> Path:
+        staged = self.dir / relative
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        self.files.append(relative)
+        return staged
+
+    def publish(self, manifest_entries: dict[str, Any]) -> Path:
+        for relative in self.files:
+            target = self.out_dir / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self.dir / relative, target)
+        return update_manifest(self.out_dir, manifest_entries)
+
+    def __enter__(self) -> Staging:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def convert_split(source: SplitSource, staging: Staging, out_name: str) -> dict[str, Any]:
+    """Validate and write one split into ``staging``; return its manifest entry."""
+    labels: list[Any] = []
+
+    def records() -> Iterator[dict[str, Any]]:
+        seen: set[str] = set()
+        for row in source.rows:
+            record = canonical_record(source.task, row, source.path)
+            if record["uid"] in seen:
+                raise MtdnnError(f"duplicate id {record['uid']!r}", file=source.path,
+                                 line=row.line, allowed="unique ids within a file")
+            seen.add(record["uid"])
+            if "label" in record:
+                labels.append(record["label"])
+            yield record
+
+    rows = write_jsonl(records(), staging.path(out_name))
+    if rows == 0:
+        raise MtdnnError(f"task '{source.task.name}': no examples in split '{source.split}'",
+                         file=source.path, allowed="a file with at least one example")
+    entry = {
+        "task": source.task.name,
+        "split": source.split,
+        "rows": rows,
+        "labelled": bool(labels),
+        "label_distribution": label_distribution(labels, source.task),
+        "source": str(source.path),
+        "source_sha256": sha256_of(source.path),
+    }
+    if source.dropped:
+        entry["dropped"] = dict(source.dropped)
+    return entry

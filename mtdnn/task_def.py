@@ -1,0 +1,163 @@
+"""What each task is: one frozen :class:`TaskDef` per task, loaded from ``task_defs/*.yaml``.
+
+A task definition file maps task names to their definitions::
+
+    rte:
+      type: classification
+      labels: [entailment, not_entailment]
+      inputs: [sentence1, sentence2]
+      metrics: [accuracy]
+
+Everything is validated at load; an error names the file, the task, the key and what is
+allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from mtdnn.errors import MtdnnError
+from mtdnn.schema import build, load_yaml
+from mtdnn.task_types import METRICS, TASK_TYPES, TaskType
+
+DEFAULT_TASK_DEFS_DIR = Path(__file__).resolve().parent.parent / "task_defs"
+TASK_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+RESERVED_FIELDS = ("uid", "label")
+
+
+@dataclass(frozen=True)
+class TaskSmartOverrides:
+    """Per-task SMART settings; ``None`` means "use the run's global value"."""
+
+    adv_weight: float | None = field(
+        default=None,
+        metadata={"help": "lambda_s for this task", "check": (lambda v: v >= 0, "a number >= 0")},
+    )
+    divergence: str | None = field(
+        default=None, metadata={"help": "divergence l_s; default from the task type"}
+    )
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """One task: its type, labels, input fields, metrics, head dropout and SMART overrides."""
+
+    name: str
+    type: Literal["classification", "regression"]
+    inputs: tuple[str, ...]
+    metrics: tuple[str, ...]
+    labels: tuple[str, ...] = ()
+    dropout: float = field(
+        default=0.1, metadata={"check": (lambda v: 0.0 <= v < 1.0, "0 <= dropout < 1")}
+    )
+    smart: TaskSmartOverrides = TaskSmartOverrides()
+    description: str = ""
+
+    @property
+    def task_type(self) -> TaskType:
+        return TASK_TYPES[self.type]
+
+    @property
+    def divergence(self) -> str:
+        """The SMART divergence l_s: the override, else the task type's default."""
+        return self.smart.divergence or self.task_type.default_divergence
+
+    @property
+    def num_outputs(self) -> int:
+        """Width of the head: one logit per label, or one score for regression."""
+        return len(self.labels) if self.task_type.has_labels else 1
+
+
+def _validate(task: TaskDef, source: Path) -> None:
+    def fail(key: str, problem: str, allowed: str | None = None) -> None:
+        raise MtdnnError(f"task '{task.name}': {problem}", file=source,
+                         key=f"{task.name}.{key}", allowed=allowed)
+
+    kind = task.task_type
+    if not 1 <= len(task.inputs) <= 2:
+        fail("inputs", f"found {len(task.inputs)} input fields", "one text field or a pair")
+    if len(set(task.inputs)) != len(task.inputs) or any(not f.strip() for f in task.inputs):
+        fail("inputs", f"input fields must be distinct non-empty names, found {list(task.inputs)}")
+    for name in task.inputs:
+        if name in RESERVED_FIELDS:
+            fail("inputs", f"'{name}' is reserved", "any field name except uid, label")
+    if not task.metrics:
+        fail("metrics", "no metrics given", ", ".join(kind.metrics))
+    for metric in task.metrics:
+        if metric not in METRICS:
+            fail("metrics", f"unknown metric '{metric}'", ", ".join(METRICS))
+        if metric not in kind.metrics:
+            fail("metrics", f"metric '{metric}' does not fit a {task.type} task",
+                 ", ".join(kind.metrics))
+    if kind.has_labels:
+        if len(task.labels) < 2:
+            fail("labels", f"a {task.type} task needs at least two labels, found "
+                 f"{list(task.labels)}", "an ordered list of two or more distinct strings")
+        if any(not label.strip() for label in task.labels):
+            fail("labels", "labels must be non-empty strings")
+        duplicates = sorted({x for x in task.labels if task.labels.count(x) > 1})
+        if duplicates:
+            fail("labels", f"duplicate label '{duplicates[0]}'", "distinct labels")
+        if "f1" in task.metrics and len(task.labels) != 2:
+            fail("metrics", "f1 needs exactly two labels (the second is the positive class)",
+                 "accuracy, mcc for more than two labels")
+    elif task.labels:
+        fail("labels", f"a {task.type} task has no labels, found {list(task.labels)}",
+             "remove the key")
+    if task.smart.divergence is not None and task.smart.divergence not in kind.divergences:
+        fail("smart.divergence", f"divergence '{task.smart.divergence}' does not fit a "
+             f"{task.type} task", ", ".join(kind.divergences))
+
+
+def load_task_file(path: str | Path) -> dict[str, TaskDef]:
+    """Load and validate every task defined in one YAML file."""
+    path = Path(path)
+    data = load_yaml(path)
+    if not isinstance(data, dict) or not data:
+        raise MtdnnError("expected a mapping of task names to task definitions", file=path)
+    tasks = {}
+    for name, spec in data.items():
+        if not isinstance(name, str) or not TASK_NAME.match(name):
+            raise MtdnnError(f"invalid task name {name!r}", file=path, key=str(name),
+                             allowed="lower-case letters, digits and _, starting with a letter")
+        if isinstance(spec, dict) and "name" in spec:
+            raise MtdnnError(f"task '{name}': the task's name is its key", file=path,
+                             key=f"{name}.name", allowed="remove the key")
+        if not isinstance(spec, dict):
+            raise MtdnnError(f"task '{name}': expected a mapping, found {type(spec).__name__}",
+                             file=path, key=name)
+        task = build(TaskDef, {"name": name, **spec}, source=path, prefix=name)
+        _validate(task, path)
+        tasks[name] = task
+    return tasks
+
+
+def load_task_defs(paths: Iterable[str | Path] | str | Path = DEFAULT_TASK_DEFS_DIR
+                   ) -> dict[str, TaskDef]:
+    """Load task definitions from YAML files and/or folders of ``*.yaml`` files.
+
+    A task name defined twice (in one file or across files) is an error naming both files.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.yaml")) + sorted(path.glob("*.yml")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise MtdnnError("no such task definition file or folder", file=path)
+    tasks: dict[str, TaskDef] = {}
+    origin: dict[str, Path] = {}
+    for file in files:
+        for name, task in load_task_file(file).items():
+            if name in tasks:
+                raise MtdnnError(f"task '{name}' is already defined in {origin[name]}",
+                                 file=file, key=name, allowed="each task name once")
+            tasks[name], origin[name] = task, file
+    return tasks
