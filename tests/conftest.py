@@ -1,0 +1,53 @@
+"""Shared fixtures: the real data folder, prepared canonical data, seeding."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = (REPO.parent / "shared" / "data").resolve()
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    random.seed(0)
+    np.random.seed(0)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        return
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    assert SHARED_DATA.is_dir(), f"the shared data folder is missing: {SHARED_DATA}"
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def prepared_data(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``python -m data_prep all`` on the real data, once per test session."""
+    out = tmp_path_factory.mktemp("prepared")
+    run_module("data_prep", "all", "--raw-dir", str(shared_data), "--out-dir", str(out))
+    return out
+
+
+def run_module(module: str, *args: str, check: bool = True, cwd: Path = REPO
+               ) -> subprocess.CompletedProcess:
+    """Run ``python -m module args`` as a user would, capturing its output."""
+    result = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, text=True,
+                            capture_output=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{module} {args} failed ({result.returncode}):\n{result.stderr}")
+    return result
