@@ -7,7 +7,6 @@ classification, a float for regression).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mtdnn.errors import MtdnnError
+from mtdnn.files import atomic_write_text, sha256_of
 from mtdnn.task_def import TaskDef
 
 MANIFEST = "manifest.json"
@@ -44,14 +44,6 @@ class SplitSource:
     path: Path
     rows: Iterable[RawRow]
     dropped: Counter = field(default_factory=Counter)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:
@@ -103,34 +95,6 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> int:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
     return count
-
-
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)`` from a JSON-lines file; bad JSON names the line."""
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise MtdnnError(f"invalid JSON: {error.msg}", file=path, line=number) from None
-            if not isinstance(obj, dict):
-                raise MtdnnError("expected a JSON object per line", file=path, line=number)
-            yield number, obj
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file through a temporary name in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def update_manifest(folder: Path, entries: dict[str, Any]) -> Path:

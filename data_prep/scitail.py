@@ -29,7 +29,8 @@ def scitail_sources(raw_dir: Path, tasks: dict[str, TaskDef], log=print) -> list
     """Every SciTail split present under ``raw_dir``; absent ones are reported and skipped."""
     root = next((raw_dir / d for d in SCITAIL_DIRS if (raw_dir / d).is_dir()), None)
     if root is None:
-        log(f"skip scitail: no SciTail folder under {raw_dir} (looked for {', '.join(SCITAIL_DIRS)})")
+        log(f"skip scitail: no SciTail folder under {raw_dir} "
+            f"(looked for {', '.join(SCITAIL_DIRS)})")
         return []
     sources = []
     for split in SPLITS:
@@ -37,5 +38,6 @@ def scitail_sources(raw_dir: Path, tasks: dict[str, TaskDef], log=print) -> list
         if not path.is_file():
             log(f"skip scitail {split}: {path} not found")
             continue
-        sources.append(SplitSource(tasks["scitail"], split, path, _rows(tasks["scitail"], split, path)))
+        task = tasks["scitail"]
+        sources.append(SplitSource(task, split, path, _rows(task, split, path)))
     return sources

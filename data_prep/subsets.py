@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.canonical import Staging, label_distribution, read_jsonl, sha256_of
+from data_prep.canonical import Staging, label_distribution
 from mtdnn.errors import MtdnnError
+from mtdnn.files import read_jsonl, sha256_of
 from mtdnn.task_def import TaskDef
 
 # Percent of the full official train split, as in the SMART paper's Table 5.

@@ -122,7 +122,8 @@ def build(cls: type[T], data: dict[str, Any] | None, *, source: str | Path | Non
     for name, field in fields.items():
         key = f"{prefix}.{name}" if prefix else name
         if name not in data:
-            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            no_default = field.default is dataclasses.MISSING
+            if no_default and field.default_factory is dataclasses.MISSING:
                 raise MtdnnError("required key is missing", file=source, key=key,
                                  allowed=_type_name(hints[name]))
             continue

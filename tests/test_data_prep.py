@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_module
 
 # Row counts from ../shared/data/README.md.
@@ -144,8 +143,8 @@ def test_columns_are_found_by_header_name(tmp_path: Path) -> None:
 
 def test_snli_unlabelled_pairs_are_dropped_and_counted(tmp_path: Path) -> None:
     pair = '{{"gold_label": "{}", "sentence1": "A.", "sentence2": "B."}}\n'
-    raw = make_raw(tmp_path, {"snli/snli_1.0_dev.jsonl":
-                              pair.format("neutral") + pair.format("-") + pair.format("entailment")})
+    lines = "".join(pair.format(label) for label in ("neutral", "-", "entailment"))
+    raw = make_raw(tmp_path, {"snli/snli_1.0_dev.jsonl": lines})
     run_module("data_prep", "snli", "--raw-dir", str(raw), "--out-dir", str(tmp_path / "out"))
     assert [r["label"] for r in read(tmp_path / "out/snli/dev.jsonl")] == ["neutral", "entailment"]
     manifest = json.loads((tmp_path / "out/manifest.json").read_text())

@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_module
+
 from data_prep.subsets import nested_indices, sizes_from_percents
 
 
@@ -32,7 +32,7 @@ def test_scitail_paper_subsets_exact_and_nested(prepared_data: Path, tmp_path: P
     assert sizes == {"0.1pct": 23, "1pct": 235, "10pct": 2_359, "100pct": 23_596}
     order = ["0.1pct", "1pct", "10pct", "100pct"]
     sets = [set(uids(tmp_path / "a" / f"{name}.jsonl")) for name in order]
-    for small, large in zip(sets, sets[1:]):
+    for small, large in zip(sets, sets[1:], strict=False):
         assert small < large
     source = prepared_data / "scitail/train.jsonl"
     assert sets[-1] == set(uids(source))
@@ -69,7 +69,7 @@ def test_percent_of_file_by_default(prepared_data: Path, tmp_path: Path) -> None
 def test_nested_indices_are_prefixes(num_rows: int, seed: int) -> None:
     sizes = [1, 3, 5, num_rows]
     chosen = nested_indices(num_rows, sizes, seed)
-    for small, large in zip(sizes, sizes[1:]):
+    for small, large in zip(sizes, sizes[1:], strict=False):
         assert set(chosen[small]) <= set(chosen[large])
     assert sorted(chosen[num_rows]) == list(range(num_rows))
 

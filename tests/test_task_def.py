@@ -55,7 +55,8 @@ INVALID = {
     "dropout out of range": (GOOD + "  dropout: 1.5\n", "rte.dropout", "out of range"),
     "unknown task type": (GOOD.replace("classification", "ranking"), "rte.type",
                           "classification, regression"),
-    "unknown metric": (GOOD.replace("[accuracy]", "[bleu]"), "rte.metrics", "unknown metric 'bleu'"),
+    "unknown metric": (GOOD.replace("[accuracy]", "[bleu]"), "rte.metrics",
+                       "unknown metric 'bleu'"),
     "empty labels": (GOOD.replace("[entailment, not_entailment]", "[]"), "rte.labels",
                      "at least two labels"),
     "duplicate labels": (GOOD.replace("not_entailment]", "entailment]"), "rte.labels",
@@ -96,14 +97,16 @@ def test_invalid_definition_names_file_task_and_key(tmp_path: Path, case: str) -
 
 def test_duplicate_key_in_one_file_names_line(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD + "  type: regression\n")
-    with pytest.raises(MtdnnError, match=r"tasks\.yaml:6: duplicate key 'type' \(first at line 2\)"):
+    expected = r"tasks\.yaml:6: duplicate key 'type' \(first at line 2\)"
+    with pytest.raises(MtdnnError, match=expected):
         load_task_file(path)
 
 
 def test_task_defined_in_two_files(tmp_path: Path) -> None:
     write(tmp_path, GOOD, "a.yaml")
     write(tmp_path, GOOD, "b.yaml")
-    with pytest.raises(MtdnnError, match=r"b\.yaml: key 'rte': task 'rte' is already defined in .*a\.yaml"):
+    expected = r"b\.yaml: key 'rte': task 'rte' is already defined in .*a\.yaml"
+    with pytest.raises(MtdnnError, match=expected):
         load_task_defs(tmp_path)
 
 
