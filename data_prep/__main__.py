@@ -2,6 +2,7 @@
 
 Examples::
 
+    python -m data_prep download --raw-dir raw            # needs internet
     python -m data_prep all --raw-dir ../shared/data --out-dir data
     python -m data_prep subsets --data-dir data --task scitail --preset paper --seed 13
 """
@@ -12,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from data_prep.canonical import Staging, convert_split
+from data_prep.download import ARCHIVES, download
 from data_prep.glue import glue_sources
 from data_prep.scitail import scitail_sources
 from data_prep.snli import snli_sources
@@ -41,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
         convert.add_argument("--out-dir", type=Path, default=Path("data"),
                              help="where <task>/<split>.jsonl and manifest.json go "
                                   "(default: %(default)s)")
+    fetch = commands.add_parser("download", help="download the official raw files (internet)")
+    fetch.add_argument("--raw-dir", type=Path, required=True, help="where to put them")
+    fetch.add_argument("datasets", nargs="*", metavar="DATASET",
+                       help=f"any of {', '.join(ARCHIVES)} (default: all)")
     subsets = commands.add_parser("subsets", help="draw seeded nested train subsets")
     subsets.add_argument("--data-dir", type=Path, default=Path("data"),
                          help="the --out-dir of a previous conversion (default: %(default)s)")
@@ -80,6 +86,13 @@ def convert(datasets: list[str], raw_dir: Path, out_dir: Path, tasks: dict) -> N
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    if args.command == "download":
+        unknown = sorted(set(args.datasets) - set(ARCHIVES))
+        if unknown:
+            raise MtdnnError(f"unknown dataset '{unknown[0]}'", key="download",
+                             allowed=", ".join(ARCHIVES))
+        download(args.datasets or list(ARCHIVES), args.raw_dir)
+        return
     tasks = load_task_defs(args.task_defs)
     if args.command != "subsets":
         convert(list(DATASETS) if args.command == "all" else [args.command],

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from conftest import run_module
 
 # Row counts from ../shared/data/README.md.

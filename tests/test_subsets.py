@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_module
 
+from conftest import run_module
 from data_prep.subsets import nested_indices, sizes_from_percents
 
 
