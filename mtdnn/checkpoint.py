@@ -1,0 +1,118 @@
+"""A checkpoint is one folder, written atomically (temporary folder, then rename)::
+
+    encoder/              save_pretrained safetensors + tokenizer: loads in plain transformers
+    heads.safetensors     one tensor per head parameter, keyed "<task>.<param>"
+    task_defs.yaml        the task definitions the heads were built from
+    config.yaml           the resolved run config that wrote it
+    checkpoint.json       step, epoch, dev metrics, package version
+    training_state.pt     optional: what resuming needs (optimizer, scheduler, ...)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from safetensors.torch import load_file, save_file
+
+from mtdnn import __version__
+from mtdnn.errors import MtdnnError
+from mtdnn.files import atomic_dir
+from mtdnn.model import MultiTaskModel, load_encoder, quiet_transformers
+from mtdnn.schema import to_dict
+from mtdnn.task_def import TaskDef, load_task_file
+
+log = logging.getLogger(__name__)
+ENCODER_DIR = "encoder"
+HEADS_FILE = "heads.safetensors"
+TASK_DEFS_FILE = "task_defs.yaml"
+INFO_FILE = "checkpoint.json"
+STATE_FILE = "training_state.pt"
+REQUIRED = (ENCODER_DIR, HEADS_FILE, TASK_DEFS_FILE, INFO_FILE)
+
+
+def task_defs_yaml(tasks: dict[str, TaskDef]) -> str:
+    """Task definitions in the ``task_defs/*.yaml`` format."""
+    data = {}
+    for name, task in tasks.items():
+        spec = to_dict(task)
+        del spec["name"]
+        data[name] = spec
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_yaml: str,
+                    info: dict[str, Any], training_state: dict[str, Any] | None = None) -> None:
+    """Write ``model`` and its context to ``path`` atomically (replacing any old one)."""
+    with atomic_dir(path) as tmp:
+        with quiet_transformers():
+            model.encoder.save_pretrained(tmp / ENCODER_DIR)
+        tokenizer.save_pretrained(tmp / ENCODER_DIR)
+        heads = {f"{task}.{key}": value.detach().cpu().contiguous()
+                 for task, head in model.heads.items() for key, value in head.state_dict().items()}
+        save_file(heads, tmp / HEADS_FILE)
+        (tmp / TASK_DEFS_FILE).write_text(task_defs_yaml(model.tasks), encoding="utf-8")
+        (tmp / "config.yaml").write_text(config_yaml, encoding="utf-8")
+        (tmp / INFO_FILE).write_text(json.dumps({**info, "mtdnn_version": __version__},
+                                                indent=2) + "\n", encoding="utf-8")
+        if training_state is not None:
+            torch.save(training_state, tmp / STATE_FILE)
+
+
+def copy_checkpoint(source: Path, target: Path) -> None:
+    """Copy a checkpoint folder atomically (e.g. ``last`` → ``best``)."""
+    with atomic_dir(target) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+
+
+def check_checkpoint(path: Path) -> None:
+    """Raise a clear error unless ``path`` is a complete checkpoint folder."""
+    if not path.is_dir():
+        raise MtdnnError("checkpoint folder not found", file=path,
+                         allowed="a folder written by train.py, e.g. runs/<name>/best")
+    missing = [name for name in REQUIRED if not (path / name).exists()]
+    if missing:
+        raise MtdnnError(f"not a complete checkpoint: {', '.join(missing)} missing", file=path,
+                         allowed=f"a folder holding {', '.join(REQUIRED)}")
+
+
+def load_checkpoint_tasks(path: Path) -> dict[str, TaskDef]:
+    """The task definitions stored in a checkpoint."""
+    check_checkpoint(path)
+    return load_task_file(path / TASK_DEFS_FILE)
+
+
+def _head_state(heads: dict[str, torch.Tensor], task: str) -> dict[str, torch.Tensor]:
+    prefix = f"{task}."
+    return {key[len(prefix):]: value for key, value in heads.items() if key.startswith(prefix)}
+
+
+def load_model(path: Path) -> tuple[MultiTaskModel, Any]:
+    """The model (encoder + every head) and tokenizer saved in checkpoint ``path``."""
+    tasks = load_checkpoint_tasks(path)
+    encoder, tokenizer = load_encoder(str(path / ENCODER_DIR))
+    model = MultiTaskModel(encoder, tasks)
+    heads = load_file(path / HEADS_FILE)
+    for task, head in model.heads.items():
+        head.load_state_dict(_head_state(heads, task))
+    return model, tokenizer
+
+
+def init_heads_from(model: MultiTaskModel, path: Path) -> list[str]:
+    """Copy into ``model`` the heads of tasks that ``path`` has with the same type and
+    labels; other heads stay fresh. Returns the names of the heads copied."""
+    saved_tasks = load_checkpoint_tasks(path)
+    heads = load_file(path / HEADS_FILE)
+    copied = []
+    for name, task in model.tasks.items():
+        saved = saved_tasks.get(name)
+        if saved is None or (saved.type, saved.labels) != (task.type, task.labels):
+            continue
+        model.heads[name].load_state_dict(_head_state(heads, name))
+        copied.append(name)
+    return copied

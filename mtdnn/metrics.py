@@ -1,0 +1,61 @@
+"""Dev-set metrics: accuracy, F1, Matthews correlation, Pearson and Spearman.
+
+Inputs are numpy arrays: class indices for classification (F1's positive class is index
+1, the second label of the task definition), float scores for regression.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy import stats
+
+
+def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(predictions == labels))
+
+
+def f1(predictions: np.ndarray, labels: np.ndarray) -> float:
+    true_pos = float(np.sum((predictions == 1) & (labels == 1)))
+    predicted, actual = float(np.sum(predictions == 1)), float(np.sum(labels == 1))
+    if predicted + actual == 0:
+        return 0.0
+    return 2.0 * true_pos / (predicted + actual)
+
+
+def mcc(predictions: np.ndarray, labels: np.ndarray) -> float:
+    """Matthews correlation (multi-class form of Gorodkin 2004); 0 when undefined."""
+    classes = int(max(predictions.max(initial=0), labels.max(initial=0))) + 1
+    confusion = np.zeros((classes, classes), dtype=np.float64)
+    np.add.at(confusion, (labels.astype(int), predictions.astype(int)), 1)
+    total, correct = confusion.sum(), np.trace(confusion)
+    pred_totals, true_totals = confusion.sum(axis=0), confusion.sum(axis=1)
+    numerator = correct * total - pred_totals @ true_totals
+    denominator = np.sqrt((total**2 - pred_totals @ pred_totals) *
+                          (total**2 - true_totals @ true_totals))
+    return float(numerator / denominator) if denominator > 0 else 0.0
+
+
+def _correlation(fn: Callable) -> Callable[[np.ndarray, np.ndarray], float]:
+    def metric(predictions: np.ndarray, labels: np.ndarray) -> float:
+        if len(labels) < 2 or np.std(predictions) == 0 or np.std(labels) == 0:
+            return 0.0
+        return float(fn(predictions, labels)[0])
+
+    return metric
+
+
+METRIC_FUNCTIONS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "accuracy": accuracy,
+    "f1": f1,
+    "mcc": mcc,
+    "pearson": _correlation(stats.pearsonr),
+    "spearman": _correlation(stats.spearmanr),
+}
+
+
+def compute_metrics(names: tuple[str, ...], predictions: np.ndarray,
+                    labels: np.ndarray) -> dict[str, float]:
+    """``{metric: value}`` for each metric name."""
+    return {name: METRIC_FUNCTIONS[name](predictions, labels) for name in names}

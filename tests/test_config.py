@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from mtdnn.config import config_from_dict, config_to_yaml, load_config
+from mtdnn.errors import MtdnnError
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "experiments").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_shipped_experiments_are_valid(path: Path) -> None:
+    config = load_config(path)
+    assert config.tasks
+
+
+def test_overrides_and_round_trip(tmp_path: Path) -> None:
+    config = load_config(REPO / "experiments/smoke.yaml",
+                         ["optimizer.lr=3e-5", "tasks=[rte,sst2]", "sampler.kind=temperature"])
+    assert config.optimizer.lr == 3e-5 and list(config.tasks) == ["rte", "sst2"]
+    assert config.sampler.kind == "temperature" and config.encoder_layers == 2
+    again = config_from_dict(yaml.safe_load(config_to_yaml(config)))
+    assert again == config
+
+
+@pytest.mark.parametrize("override,words", [
+    ("optimizer.lrr=1", "key 'optimizer.lrr': unknown key 'lrr'"),
+    ("epochs=two", "key 'epochs': found 'two' (str), expected an integer"),
+    ("precision=fp8", "key 'precision': unknown value 'fp8' (allowed: auto, fp32, bf16, fp16)"),
+    ("batch_size=0", "key 'batch_size': value 0 is out of range"),
+    ("oops", "is not key=value"),
+])
+def test_bad_overrides_name_the_key(override: str, words: str) -> None:
+    with pytest.raises(MtdnnError) as caught:
+        load_config(REPO / "experiments/smoke.yaml", [override])
+    assert words in str(caught.value)
+
+
+def test_unknown_key_in_file_names_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("tasks: [rte]\nlearning_rate: 1e-5\n")
+    with pytest.raises(MtdnnError, match=r"run\.yaml: key 'learning_rate': unknown key"):
+        load_config(path)

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mtdnn import data as data_module
+from mtdnn.data import Collator, get_batch, load_split, read_examples
+from mtdnn.errors import MtdnnError
+from mtdnn.task_def import load_task_defs
+
+TASKS = load_task_defs()
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_read_examples_encodes_labels(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "rte.jsonl", [
+        {"uid": "a", "sentence1": "P.", "sentence2": "H.", "label": "not_entailment"},
+        {"uid": "b", "sentence1": "P.", "sentence2": "H.", "label": "entailment"}])
+    columns = read_examples(path, TASKS["rte"], require_labels=True)
+    assert columns["labels"] == [1, 0] and columns["uid"] == ["a", "b"]
+    stsb = write_jsonl(tmp_path / "stsb.jsonl", [{"sentence1": "A", "sentence2": "B",
+                                                  "label": 3.5}])
+    assert read_examples(stsb, TASKS["stsb"], require_labels=True)["labels"] == [3.5]
+
+
+@pytest.mark.parametrize("row,words", [
+    ({"sentence1": "P."}, "field 'sentence2' is missing or empty"),
+    ({"sentence1": "P.", "sentence2": "H.", "label": "maybe"}, "label 'maybe' is not one of"),
+    ({"sentence1": "P.", "sentence2": "H."}, "example has no label"),
+])
+def test_bad_examples_name_file_and_line(tmp_path: Path, row: dict, words: str) -> None:
+    good = {"sentence1": "P.", "sentence2": "H.", "label": "entailment"}
+    path = write_jsonl(tmp_path / "x.jsonl", [good, row])
+    with pytest.raises(MtdnnError) as caught:
+        read_examples(path, TASKS["rte"], require_labels=True)
+    assert f"{path}:2:" in str(caught.value) and words in str(caught.value)
+
+
+def test_empty_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    with pytest.raises(MtdnnError, match="the file has no examples"):
+        read_examples(path, TASKS["rte"], require_labels=True)
+
+
+def test_tokenized_once_then_cached(prepared_data: Path, tmp_path: Path, tiny_tokenizer,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    path = prepared_data / "rte/dev.jsonl"
+    first = load_split(path, TASKS["rte"], tiny_tokenizer, 64, tmp_path)
+    assert not first.from_cache and len(first) == 277
+
+    def fail(*args, **kwargs):
+        raise AssertionError("tokenized again")
+
+    monkeypatch.setattr(data_module, "_tokenize", fail)
+    tiny_tokenizer("warm up", truncation=True, max_length=17)  # changes backend settings
+    second = load_split(path, TASKS["rte"], tiny_tokenizer, 64, tmp_path)
+    assert second.from_cache and second.num_truncated == first.num_truncated
+    assert second.dataset["input_ids"] == first.dataset["input_ids"]
+
+
+def test_truncation_is_counted_and_applied(prepared_data: Path, tmp_path: Path,
+                                           tiny_tokenizer) -> None:
+    path = prepared_data / "rte/dev.jsonl"
+    split = load_split(path, TASKS["rte"], tiny_tokenizer, 64, tmp_path)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    full = tiny_tokenizer([r["sentence1"] for r in rows], [r["sentence2"] for r in rows])
+    assert split.num_truncated == sum(len(ids) > 64 for ids in full["input_ids"]) > 0
+    assert max(len(ids) for ids in split.dataset["input_ids"]) == 64
+
+
+def test_collator_pads_to_longest_in_batch(prepared_data: Path, tmp_path: Path,
+                                           tiny_tokenizer) -> None:
+    split = load_split(prepared_data / "rte/dev.jsonl", TASKS["rte"], tiny_tokenizer, 128,
+                       tmp_path)
+    indices = np.array([0, 5, 9])
+    batch = get_batch(split, indices, Collator(tiny_tokenizer.pad_token_id, torch.long))
+    lengths = [len(split.dataset[int(i)]["input_ids"]) for i in indices]
+    assert batch["input_ids"].shape == (3, max(lengths))
+    assert batch["attention_mask"].sum(1).tolist() == lengths
+    assert batch["labels"].dtype == torch.long
