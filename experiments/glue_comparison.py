@@ -52,13 +52,13 @@ def prepare(args: argparse.Namespace) -> Path:
     return subset
 
 
-def common(args: argparse.Namespace, sst2_train: Path) -> list[str]:
-    return [f"data_dir={args.data_dir}", f"tasks.sst2.train={sst2_train}",
-            f"optimizer.lr={args.lr}", f"batch_size={args.batch_size}", "progress_bar=false"]
-
-
-def train_cmd(overrides: list[str]) -> list[str]:
-    return [sys.executable, "train.py", *overrides]
+def train_cmd(tasks: str, args: argparse.Namespace, sst2_train: Path,
+              overrides: list[str]) -> list[str]:
+    # tasks=[...] replaces the whole tasks mapping, so it comes before per-task file keys.
+    sst2 = [f"tasks.sst2.train={sst2_train}"] if "sst2" in tasks else []
+    return [sys.executable, "train.py", f"tasks=[{tasks}]", *sst2, f"data_dir={args.data_dir}",
+            f"optimizer.lr={args.lr}", f"batch_size={args.batch_size}", "progress_bar=false",
+            *overrides]
 
 
 def main() -> None:
@@ -75,11 +75,10 @@ def main() -> None:
     parser.add_argument("--sst2-size", type=int, default=2000)
     args = parser.parse_args()
     sst2_train = prepare(args)
-    shared = common(args, sst2_train)
 
     stage1 = args.out / "stage1"
     if not (stage1 / "summary.json").is_file():
-        run(train_cmd([*shared, "tasks=[rte,mrpc,sst2,mnli]",
+        run(train_cmd("rte,mrpc,sst2,mnli", args, sst2_train, [
                        f"tasks.mnli.train={args.data_dir / 'mnli' / 'dev_matched.jsonl'}",
                        f"tasks.mnli.dev={args.data_dir / 'mnli' / 'dev_mismatched.jsonl'}",
                        f"epochs={args.mt_epochs}", "seed=13", f"output_dir={stage1}"]),
@@ -101,8 +100,8 @@ def main() -> None:
                                "--batch-size", str(args.batch_size), "--seed", str(seed)]
                 else:
                     init = [f"init_checkpoint={stage1 / 'last'}"] if arm == "mt-dnn" else []
-                    command = train_cmd([*shared, f"tasks=[{task}]", *init, f"seed={seed}",
-                                         f"epochs={args.epochs}", f"output_dir={folder}"])
+                    command = train_cmd(task, args, sst2_train, [
+                        *init, f"seed={seed}", f"epochs={args.epochs}", f"output_dir={folder}"])
                 started = time.time()
                 run(command, args.out / "logs" / f"{arm}-{task}-seed{seed}.log")
                 print(f"  done in {time.time() - started:.0f}s", flush=True)
