@@ -145,7 +145,8 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
             raise MtdnnError("expected a mapping of config keys", file=path)
         data = loaded or {}
     for override in overrides:
-        apply_override(data, override)
+        # Normalise between overrides so that `tasks=[rte] tasks.rte.dev=x` works.
+        apply_override(_normalise(data), override)
     source = str(path) if path else "command line"
     if overrides:
         source += " with overrides " + " ".join(overrides)

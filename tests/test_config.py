@@ -22,6 +22,8 @@ def test_overrides_and_round_trip(tmp_path: Path) -> None:
                          ["optimizer.lr=3e-5", "tasks=[rte,sst2]", "sampler.kind=temperature"])
     assert config.optimizer.lr == 3e-5 and list(config.tasks) == ["rte", "sst2"]
     assert config.sampler.kind == "temperature" and config.encoder_layers == 2
+    later = load_config(None, ["tasks=[rte,mrpc]", "tasks.rte.dev=x.jsonl"])
+    assert later.tasks["rte"].dev == "x.jsonl" and later.tasks["mrpc"].dev is None
     again = config_from_dict(yaml.safe_load(config_to_yaml(config)))
     assert again == config
 
