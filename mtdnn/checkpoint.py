@@ -5,6 +5,7 @@
     task_defs.yaml        the task definitions the heads were built from
     config.yaml           the resolved run config that wrote it
     checkpoint.json       step, epoch, dev metrics, package version
+    teacher.safetensors   with SMART's Bregman term: the mean teacher (encoder + heads)
     training_state.pt     optional: what resuming needs (optimizer, scheduler, ...)
 """
 
@@ -25,6 +26,7 @@ from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir
 from mtdnn.model import MultiTaskModel, load_encoder, quiet_transformers
 from mtdnn.schema import to_dict
+from mtdnn.smart import MeanTeacher
 from mtdnn.task_def import TaskDef, load_task_file
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ HEADS_FILE = "heads.safetensors"
 TASK_DEFS_FILE = "task_defs.yaml"
 INFO_FILE = "checkpoint.json"
 STATE_FILE = "training_state.pt"
+TEACHER_FILE = "teacher.safetensors"
 REQUIRED = (ENCODER_DIR, HEADS_FILE, TASK_DEFS_FILE, INFO_FILE)
 
 
@@ -47,7 +50,8 @@ def task_defs_yaml(tasks: dict[str, TaskDef]) -> str:
 
 
 def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_yaml: str,
-                    info: dict[str, Any], training_state: dict[str, Any] | None = None) -> None:
+                    info: dict[str, Any], training_state: dict[str, Any] | None = None,
+                    teacher: MeanTeacher | None = None) -> None:
     """Write ``model`` and its context to ``path`` atomically (replacing any old one)."""
     with atomic_dir(path) as tmp:
         with quiet_transformers():
@@ -60,14 +64,19 @@ def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_ya
         (tmp / "config.yaml").write_text(config_yaml, encoding="utf-8")
         (tmp / INFO_FILE).write_text(json.dumps({**info, "mtdnn_version": __version__},
                                                 indent=2) + "\n", encoding="utf-8")
+        if teacher is not None:
+            save_file({k: v.detach().cpu().contiguous() for k, v in
+                       teacher.model.state_dict().items()}, tmp / TEACHER_FILE,
+                      metadata={"updates": str(teacher.updates)})
         if training_state is not None:
             torch.save(training_state, tmp / STATE_FILE)
 
 
 def copy_checkpoint(source: Path, target: Path) -> None:
-    """Copy a checkpoint folder atomically (e.g. ``last`` → ``best``)."""
+    """Copy a checkpoint folder atomically (``last`` → ``best``), without the resume state:
+    runs resume from ``last``."""
     with atomic_dir(target) as tmp:
-        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(STATE_FILE))
 
 
 def check_checkpoint(path: Path) -> None:

@@ -58,6 +58,35 @@ class SamplerConfig:
     steps_per_epoch: int | None = field(default=None, metadata=_positive("steps_per_epoch"))
 
 
+def _adv_weight_check() -> dict:
+    return {"check": (lambda v: v == 0 or 1 <= v <= 5, "0 (off) or 1 <= lambda_s <= 5")}
+
+
+@dataclass(frozen=True)
+class SmartConfig:
+    """SMART (Jiang et al. 2020); defaults are the paper's (Section 4.1, Appendix B).
+
+    ``enabled: false`` is plain fine-tuning. ``adv_weight`` (λ_s) = 0 turns off the
+    adversarial regulariser R_s; ``bregman_weight`` (μ) = 0 turns off the Bregman term and
+    no teacher is kept. The norm of the perturbation ball is ℓ∞ (p = ∞).
+    """
+
+    enabled: bool = False
+    adv_weight: float = field(default=1.0, metadata=_adv_weight_check())
+    epsilon: float = field(default=1e-5, metadata=_positive("epsilon"))
+    noise_std: float = field(default=1e-5, metadata=_positive("noise_std"))
+    step_size: float = field(default=1e-3, metadata=_positive("step_size"))
+    ascent_steps: int = field(default=1, metadata=_positive("ascent_steps"))
+    # The adversarial passes reuse the clean pass's dropout masks, so R_s measures the
+    # perturbation alone; false reproduces the reference code (independent masks).
+    share_dropout: bool = True
+    bregman_weight: float = field(default=1.0, metadata={"check": (lambda v: v >= 0, "mu >= 0")})
+    teacher_beta_early: float = field(default=0.99, metadata=_ratio())
+    teacher_beta_late: float = field(default=0.999, metadata=_ratio())
+    teacher_early_fraction: float = field(default=0.1, metadata=_ratio())
+    teacher_update_every: int = field(default=1, metadata=_positive("teacher_update_every"))
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run: encoder, tasks, data, optimisation, evaluation and output."""
@@ -69,6 +98,8 @@ class TrainConfig:
     data_dir: str = "data"
     output_dir: str = "runs/default"
     init_checkpoint: str | None = None
+    resume: str | None = None
+    overwrite: bool = False
     epochs: int = field(default=3, metadata=_positive("epochs"))
     max_steps: int | None = field(default=None, metadata=_positive("max_steps"))
     batch_size: int = field(default=32, metadata=_positive("batch_size"))
@@ -84,6 +115,7 @@ class TrainConfig:
     progress_bar: bool = True
     optimizer: OptimizerConfig = OptimizerConfig()
     sampler: SamplerConfig = SamplerConfig()
+    smart: SmartConfig = SmartConfig()
 
     def task_files(self, task: str) -> tuple[Path, Path | None]:
         """The train file and the dev file (``None`` if absent) of ``task``."""

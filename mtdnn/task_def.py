@@ -35,7 +35,8 @@ class TaskSmartOverrides:
 
     adv_weight: float | None = field(
         default=None,
-        metadata={"help": "lambda_s for this task", "check": (lambda v: v >= 0, "a number >= 0")},
+        metadata={"help": "lambda_s for this task",
+                  "check": (lambda v: v == 0 or 1 <= v <= 5, "0 (off) or 1 <= lambda_s <= 5")},
     )
     divergence: str | None = field(
         default=None, metadata={"help": "divergence l_s; default from the task type"}

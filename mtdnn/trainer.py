@@ -13,8 +13,9 @@ import json
 import logging
 import math
 import random
+import shutil
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from mtdnn.checkpoint import (
     ENCODER_DIR,
+    HEADS_FILE,
     check_checkpoint,
     copy_checkpoint,
     init_heads_from,
@@ -37,7 +39,26 @@ from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.inference import autocast_context, evaluate_split
 from mtdnn.model import MultiTaskModel, load_encoder
+from mtdnn.run_state import (
+    RunState,
+    check_same_config,
+    restore_sampler,
+    restore_training_state,
+    resume_checkpoint,
+    sampler_state,
+    training_state,
+    truncate_metrics,
+)
 from mtdnn.sampling import build_sampler
+from mtdnn.schema import to_dict
+from mtdnn.smart import (
+    DIVERGENCES,
+    MeanTeacher,
+    adversarial_loss,
+    bregman_loss,
+    perturbation_norm,
+    rng_replayer,
+)
 from mtdnn.task_def import TaskDef, load_task_defs
 
 log = logging.getLogger(__name__)
@@ -50,16 +71,6 @@ class TaskData:
     train: TaskSplit
     dev: TaskSplit | None
     collator: Collator
-
-
-@dataclass
-class RunState:
-    """What changes as training goes: counters and the best dev score so far."""
-
-    step: int = 0
-    epoch: int = 0
-    best_score: float = -math.inf
-    evals: list[dict[str, Any]] = field(default_factory=list)
 
 
 def seed_everything(seed: int) -> None:
@@ -123,6 +134,23 @@ def build_optimizer(model: torch.nn.Module, config: OptimizerConfig) -> torch.op
         lr=config.lr, betas=tuple(config.adam_betas), eps=config.adam_eps)
 
 
+def _call(fn, *args, **kwargs):
+    return fn(*args, **kwargs)
+
+
+def embeddings_forward(model: MultiTaskModel, replay, task: str, extra: dict):
+    """``e -> model(task, inputs_embeds=e, ...)``, run through ``replay``: what SMART perturbs."""
+    return lambda embeddings: replay(model, task, inputs_embeds=embeddings, **extra)
+
+
+def smart_adv_weights(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[str, float]:
+    """λ_s per task: the task's override, else the run's; 0 everywhere when SMART is off."""
+    if not config.smart.enabled:
+        return {name: 0.0 for name in tasks}
+    return {name: config.smart.adv_weight if task.smart.adv_weight is None
+            else task.smart.adv_weight for name, task in tasks.items()}
+
+
 def score_of(metrics: dict[str, dict[str, float]], best_metric: str) -> float:
     """The model-selection score: ``mean`` of each task's first metric, or ``task/metric``."""
     if best_metric == "mean":
@@ -140,31 +168,81 @@ def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[st
         raise MtdnnError(f"no dev metric '{best_metric}'", key="best_metric", allowed=allowed)
 
 
-def start_run_dir(config: TrainConfig) -> Path:
-    """Create the run folder and record the resolved config in it."""
+RUN_FILES = ("metrics.jsonl", "summary.json", "last", "best", "tensorboard")
+
+
+def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
+    """Create the run folder and record the resolved config in it.
+
+    A folder that already holds a run is continued only with ``resume`` and replaced only
+    with ``overwrite=true``; otherwise it is an error, so no result is lost by accident.
+    """
     run_dir = Path(config.output_dir)
+    if resume_from is not None:
+        check_same_config((resume_from / "config.yaml").read_text(), to_dict(config),
+                          resume_from)
+    elif any((run_dir / name).exists() for name in RUN_FILES):
+        if not config.overwrite:
+            raise MtdnnError("the output folder already holds a run", file=run_dir,
+                             key="output_dir", allowed="another output_dir, resume=<run> to "
+                             "continue it, or overwrite=true to replace it")
+        for name in RUN_FILES:
+            path = run_dir / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config.yaml", config_to_yaml(config))
     log.info("resolved config:\n%s", config_to_yaml(config))
     return run_dir
 
 
+def build_model(config: TrainConfig, tasks: dict[str, TaskDef], resume_from: Path | None
+                ) -> tuple[MultiTaskModel, Any]:
+    """Fresh heads on the configured encoder; or the shared encoder (and matching heads) of
+    ``init_checkpoint``; or everything of the checkpoint being resumed."""
+    source = resume_from or (Path(config.init_checkpoint) if config.init_checkpoint else None)
+    if source is None:
+        encoder, tokenizer = load_encoder(config.encoder, config.encoder_layers)
+        return MultiTaskModel(encoder, tasks), tokenizer
+    check_checkpoint(source)
+    encoder, tokenizer = load_encoder(str(source / ENCODER_DIR))
+    model = MultiTaskModel(encoder, tasks)
+    copied = init_heads_from(model, source)
+    if resume_from is None:
+        log.info("initialised from %s: encoder, heads of %s", source,
+                 ", ".join(copied) or "no task (all heads fresh)")
+    elif set(copied) != set(tasks):
+        raise MtdnnError(f"the checkpoint has no head for {sorted(set(tasks) - set(copied))}",
+                         file=source / HEADS_FILE, key="resume",
+                         allowed="resume with the same tasks")
+    return model, tokenizer
+
+
+def log_training(state: RunState, writer: SummaryWriter, record, lr: float,
+                 grad_norm: torch.Tensor) -> None:
+    """Write the losses gathered since the last log line to tensorboard and metrics.jsonl."""
+    writer.add_scalar("train/lr", lr, state.step)
+    writer.add_scalar("train/grad_norm", float(grad_norm), state.step)
+    writer.add_scalar("train/adv_skipped", state.adv_skipped, state.step)
+    writer.add_scalar("train/nonfinite_skipped", state.nonfinite_skipped, state.step)
+    by_task: dict[str, dict[str, float]] = defaultdict(dict)
+    for key, values in state.running.items():
+        writer.add_scalar(f"train/{key}", float(np.mean(values)), state.step)
+        task, name = key.split("/")
+        by_task[task][name] = float(np.mean(values))
+    for task in sorted(by_task):
+        record({"kind": "train", "step": state.step, "epoch": state.epoch, "task": task,
+                "lr": lr, "adv_skipped": state.adv_skipped, **by_task[task]})
+    state.running.clear()
+
+
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training as configured; returns the best and last dev metrics and paths."""
-    run_dir = start_run_dir(config)
+    resume_from = resume_checkpoint(config.resume)
+    run_dir = start_run_dir(config, resume_from)
     seed_everything(config.seed)
     device, amp_dtype = choose_device(config)
     tasks = select_tasks(config)
-    encoder_source = config.encoder
-    if config.init_checkpoint:
-        check_checkpoint(Path(config.init_checkpoint))
-        encoder_source = str(Path(config.init_checkpoint) / ENCODER_DIR)
-    encoder, tokenizer = load_encoder(encoder_source, config.encoder_layers)
-    model = MultiTaskModel(encoder, tasks)
-    if config.init_checkpoint:
-        copied = init_heads_from(model, Path(config.init_checkpoint))
-        log.info("initialised from %s: encoder, heads of %s", config.init_checkpoint,
-                 ", ".join(copied) or "no task (all heads fresh)")
+    model, tokenizer = build_model(config, tasks, resume_from)
     model.to(device)
     data = load_task_data(config, tasks, tokenizer)
     check_best_metric(config.best_metric, tasks, data)
@@ -177,9 +255,22 @@ def train(config: TrainConfig) -> dict[str, Any]:
     scheduler = get_linear_schedule_with_warmup(
         optimizer, int(config.optimizer.warmup_ratio * total_steps), total_steps)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    writer = SummaryWriter(str(run_dir / "tensorboard"))
+    smart = config.smart
+    adv_weights = smart_adv_weights(config, tasks)
+    divergences = {name: DIVERGENCES[task.divergence] for name, task in tasks.items()}
+    teacher = None
+    if smart.enabled and smart.bregman_weight > 0:
+        teacher = MeanTeacher(model, total_steps // smart.teacher_update_every,
+                              smart.teacher_beta_early, smart.teacher_beta_late,
+                              smart.teacher_early_fraction)
+    state = RunState(sampler_state=sampler_state(sampler))
+    if resume_from is not None:
+        state = restore_training_state(resume_from, optimizer, scheduler, scaler, teacher)
+        truncate_metrics(run_dir / "metrics.jsonl", state.step)
+        log.info("resumed from %s at step %d (epoch %d)", resume_from, state.step, state.epoch)
+
+    writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=state.step + 1)
     metrics_file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
-    state = RunState()
     config_yaml = config_to_yaml(config)
 
     def record(entry: dict[str, Any]) -> None:
@@ -202,61 +293,93 @@ def train(config: TrainConfig) -> dict[str, Any]:
         log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
                  " (best)" if is_best else "")
         info = {"step": state.step, "epoch": state.epoch, "metrics": metrics, "score": score}
-        save_checkpoint(run_dir / "last", model, tokenizer, config_yaml, info)
+        save_checkpoint(run_dir / "last", model, tokenizer, config_yaml, info, teacher=teacher,
+                        training_state=training_state(state, optimizer, scheduler, scaler))
         if is_best:
             copy_checkpoint(run_dir / "last", run_dir / "best")
 
-    running: dict[str, list[float]] = defaultdict(list)
-    smoothed: dict[str, float] = {}
-    progress = tqdm(total=total_steps, disable=not config.progress_bar, desc="train")
-    micro = 0
+    progress = tqdm(total=total_steps, initial=state.step, disable=not config.progress_bar,
+                    desc="train")
     model.train()
     while state.step < total_steps:
-        for ref in sampler.plan_epoch():
+        restore_sampler(sampler, state.sampler_state)
+        plan = sampler.plan_epoch()
+        for ref in plan[state.position:]:
+            state.position += 1
             # One minibatch of one task: forward, task loss, backward.
             task = data[ref.task]
             batch = {k: v.to(device) for k, v in get_batch(task.train, ref.indices,
                                                             task.collator).items()}
             labels = batch.pop("labels")
+            mask = batch["attention_mask"]
+            extra = {k: v for k, v in batch.items() if k != "input_ids"}
+            adv_weight, divergence = adv_weights[ref.task], divergences[ref.task]
             with autocast_context(device, amp_dtype):
-                outputs = model(ref.task, **batch)
-            loss = tasks[ref.task].task_type.loss(outputs, labels)
-            if not torch.isfinite(loss):
-                raise MtdnnError(f"the loss of task '{ref.task}' is {loss.item()} at step "
-                                 f"{state.step}; the last good checkpoint is {run_dir / 'last'}",
-                                 allowed="a lower optimizer.lr, or precision=fp32")
+                if adv_weight:
+                    # The adversarial passes reuse this pass's dropout masks (share_dropout).
+                    replay = rng_replayer(device) if smart.share_dropout else _call
+                    embeddings = model.embed_words(batch["input_ids"])
+                    outputs = model(ref.task, inputs_embeds=embeddings, **extra)
+                else:
+                    outputs = model(ref.task, **batch)
+                task_loss = tasks[ref.task].task_type.loss(outputs, labels)
+                if not torch.isfinite(task_loss):
+                    raise MtdnnError(
+                        f"the loss of task '{ref.task}' is {task_loss.item()} at step "
+                        f"{state.step}; the last good checkpoint is {run_dir / 'last'}",
+                        allowed="a lower optimizer.lr, or precision=fp32")
+                loss = task_loss
+                # SMART: + λ_s R_s (eq. 1) ...
+                if adv_weight:
+                    adv = adversarial_loss(
+                        embeddings_forward(model, replay, ref.task, extra), embeddings,
+                        outputs, mask, divergence, epsilon=smart.epsilon,
+                        noise_std=smart.noise_std, step_size=smart.step_size,
+                        steps=smart.ascent_steps)
+                    if adv.loss is None:
+                        state.adv_skipped += 1  # NaN/Inf ascent: skip R_s for this batch
+                    else:
+                        loss = loss + adv_weight * adv.loss
+                        state.running[f"{ref.task}/adv_loss"].append(adv.loss.item())
+                        state.running[f"{ref.task}/delta_linf"].append(
+                            perturbation_norm(adv.delta))
+                # ... + μ D_Breg(θ, θ̃) against the mean teacher (eq. 3).
+                if teacher is not None:
+                    breg = bregman_loss(outputs, teacher(ref.task, **batch), divergence)
+                    loss = loss + smart.bregman_weight * breg
+                    state.running[f"{ref.task}/bregman_loss"].append(breg.item())
             scaler.scale(loss / accum).backward()
-            running[ref.task].append(loss.item())
-            smoothed[ref.task] = 0.9 * smoothed.get(ref.task, loss.item()) + 0.1 * loss.item()
-            micro += 1
-            if micro % accum:
+            state.running[f"{ref.task}/loss"].append(task_loss.item())
+            state.micro += 1
+            if state.micro % accum:
                 continue
-            # Optimizer step: clip, step, schedule, log.
+            # Optimizer step: clip, step, schedule, teacher update, log.
             scaler.unscale_(optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
                                                        config.optimizer.max_grad_norm)
+            if not torch.isfinite(grad_norm) and not scaler.is_enabled():
+                # Never step on a NaN: drop this update (fp16's GradScaler does the same).
+                optimizer.zero_grad(set_to_none=True)
+                state.nonfinite_skipped += 1
+                continue
             scaler.step(optimizer)
             scaler.update()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             state.step += 1
+            if teacher is not None and state.step % smart.teacher_update_every == 0:
+                teacher.update(model)
             progress.update(1)
-            progress.set_postfix({t: f"{v:.3f}" for t, v in smoothed.items()}, refresh=False)
+            progress.set_postfix(state.smoothed_losses(), refresh=False)
             if state.step % config.log_every_steps == 0 or state.step == total_steps:
-                lr = scheduler.get_last_lr()[0]
-                writer.add_scalar("train/lr", lr, state.step)
-                writer.add_scalar("train/grad_norm", float(grad_norm), state.step)
-                for name, losses in running.items():
-                    writer.add_scalar(f"train/{name}/loss", float(np.mean(losses)), state.step)
-                    record({"kind": "train", "step": state.step, "epoch": state.epoch,
-                            "task": name, "loss": float(np.mean(losses)), "lr": lr})
-                running.clear()
+                log_training(state, writer, record, scheduler.get_last_lr()[0], grad_norm)
             if config.eval_every_steps and state.step % config.eval_every_steps == 0:
                 evaluate_and_save()
             if state.step >= total_steps:
                 break
         else:  # a complete epoch
-            state.epoch += 1
+            state.epoch, state.position = state.epoch + 1, 0
+            state.sampler_state = sampler_state(sampler)
             evaluate_and_save()
     if not state.evals or state.evals[-1]["step"] != state.step:
         evaluate_and_save()

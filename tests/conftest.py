@@ -67,3 +67,19 @@ def head_jsonl(source: Path, target: Path, rows: int) -> Path:
     lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:rows]
     target.write_text("".join(lines), encoding="utf-8")
     return target
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tiny_tokenizer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BERT (2 layers, 32 hidden) with the real tokenizer, saved locally."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tiny_tokenizer.vocab_size, hidden_size=32,
+                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=128)
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    BertModel(config).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder

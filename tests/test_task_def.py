@@ -78,7 +78,9 @@ INVALID = {
                        "reserved"),
     "missing key": (GOOD.replace("  type: classification\n", ""), "rte.type", "required"),
     "negative adv weight": (GOOD + "  smart: {adv_weight: -1}\n", "rte.smart.adv_weight",
-                            "out of range"),
+                            "out of range (allowed: 0 (off) or 1 <= lambda_s <= 5)"),
+    "adv weight too large": (GOOD + "  smart: {adv_weight: 20}\n", "rte.smart.adv_weight",
+                             "out of range"),
     "bad task name": (GOOD.replace("rte:", "RTE task:"), "RTE task", "invalid task name"),
 }
 

@@ -1,0 +1,179 @@
+"""SMART (Jiang et al., ACL 2020) as pure functions, plus the mean teacher.
+
+- :func:`adversarial_loss` is the smoothness-inducing adversarial regulariser R_s of
+  eq. (1), its inner maximisation solved as in Algorithm 1, lines 6-10, with p = ∞.
+- :func:`bregman_loss` is the momentum Bregman proximal point term D_Breg(θ, θ̃_t) of
+  eqs. (2)-(3); θ̃ is the :class:`MeanTeacher`, updated as in Algorithm 1, line 14.
+
+The perturbation is added to the *word embeddings* (``get_input_embeddings()(ids)``) and
+passed to the encoder as ``inputs_embeds``, so position and token-type embeddings and the
+embedding LayerNorm are applied exactly once (the reference MT-DNN code perturbs the
+embedding layer's output and feeds it back, applying them twice).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Divergence = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def symmetric_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
+    """ℓ_s(P, Q) = KL(P‖Q) + KL(Q‖P) between the softmaxes of two logit batches, averaged
+    over the batch (Section 3.1, classification). Computed in float32 from log-probabilities."""
+    log_p = F.log_softmax(p_logits.float(), dim=-1)
+    log_q = F.log_softmax(q_logits.float(), dim=-1)
+    return ((log_p.exp() - log_q.exp()) * (log_p - log_q)).sum(-1).mean()
+
+
+def squared_error(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """ℓ_s(p, q) = (p - q)², averaged over the batch (Section 3.1, regression)."""
+    return (p.float() - q.float()).pow(2).reshape(p.shape[0], -1).sum(-1).mean()
+
+
+DIVERGENCES: dict[str, Divergence] = {"symmetric_kl": symmetric_kl, "squared_error": squared_error}
+
+
+def project_linf(delta: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """Projection onto the ℓ∞ ball of radius ε (Algorithm 1, line 9): clip each coordinate."""
+    return delta.clamp(-epsilon, epsilon)
+
+
+@dataclass
+class AdversarialResult:
+    """R_s for one batch. ``loss`` is ``None`` when the ascent or the term was not finite."""
+
+    loss: torch.Tensor | None
+    delta: torch.Tensor  # final perturbation (detached), zero on padding
+
+
+def adversarial_loss(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    embeddings: torch.Tensor,
+    clean_outputs: torch.Tensor,
+    mask: torch.Tensor,
+    divergence: Divergence,
+    *,
+    epsilon: float = 1e-5,
+    noise_std: float = 1e-5,
+    step_size: float = 1e-3,
+    steps: int = 1,
+    generator: torch.Generator | None = None,
+) -> AdversarialResult:
+    """The smoothness-inducing adversarial regulariser R_s (eq. 1) for one batch.
+
+    ``forward(e)`` maps word embeddings ``e`` [B, L, H] to head outputs; ``embeddings`` are
+    the clean word embeddings (with their graph, so the final term trains them too);
+    ``clean_outputs`` = f(x; θ); ``mask`` [B, L] is 1 on real tokens, 0 on padding.
+
+    Algorithm 1, lines 6-10: x̃ = x + ν, ν ~ N(0, σ²I); then ``steps`` (T_x̃) times: g =
+    ∇_ν ℓ_s(f(x̃), f(x)) with the clean output detached and the gradient taken with
+    respect to the noise only (``torch.autograd.grad``, so no parameter gradient is
+    accumulated); g̃ = g / ‖g‖∞ per example; ν ← Π_{‖ν‖∞≤ε}(ν + η g̃). Padding positions
+    are never perturbed. Returns ℓ_s(f(x + ν), f(x)) with gradients to the parameters
+    through both outputs, as R_s(θ) in eq. (1) depends on θ through both.
+    """
+    keep = mask.unsqueeze(-1).to(embeddings.dtype)
+    target = clean_outputs.detach()
+    base = embeddings.detach()
+    noise = torch.randn(embeddings.shape, generator=generator, device=embeddings.device,
+                        dtype=embeddings.dtype) * noise_std * keep
+    for _ in range(steps):
+        noise.requires_grad_(True)
+        ascent = divergence(forward(base + noise), target)
+        (grad,) = torch.autograd.grad(ascent, noise)
+        if not torch.isfinite(grad).all():
+            return AdversarialResult(None, torch.zeros_like(base))
+        grad = grad * keep
+        scale = grad.abs().amax(dim=(1, 2), keepdim=True)  # ‖g_i‖∞ per example
+        noise = noise.detach() + step_size * grad / scale.clamp_min(1e-12)
+        noise = project_linf(noise, epsilon) * keep
+    noise = project_linf(noise.detach(), epsilon) * keep
+    loss = divergence(forward(embeddings + noise), clean_outputs)
+    if not torch.isfinite(loss):
+        return AdversarialResult(None, noise)
+    return AdversarialResult(loss, noise)
+
+
+def rng_replayer(device: torch.device) -> Callable[..., torch.Tensor]:
+    """Capture the random state now; ``replay(fn, *args)`` runs ``fn`` from that state.
+
+    Called just before the clean forward pass, it lets the adversarial passes draw the
+    *same dropout masks* as the clean pass, so ℓ_s(f(x̃), f(x)) measures the effect of the
+    perturbation rather than the difference between two dropout samples (which at
+    ε = 1e-5 would swamp it). The outer random stream is left where it was.
+    """
+    cpu_state = torch.get_rng_state()
+    cuda_state = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+    def replay(fn: Callable[..., torch.Tensor], *args, **kwargs) -> torch.Tensor:
+        with torch.random.fork_rng(devices=[device] if cuda_state is not None else []):
+            torch.set_rng_state(cpu_state)
+            if cuda_state is not None:
+                torch.cuda.set_rng_state(cuda_state, device)
+            return fn(*args, **kwargs)
+
+    return replay
+
+
+def bregman_loss(student_outputs: torch.Tensor, teacher_outputs: torch.Tensor,
+                 divergence: Divergence) -> torch.Tensor:
+    """D_Breg(θ, θ̃_t) = ℓ_s(f(x; θ), f(x; θ̃_t)) for one batch (eqs. 2-3); the teacher's
+    outputs carry no gradient, so only the student is pulled towards the teacher."""
+    return divergence(student_outputs, teacher_outputs.detach())
+
+
+def teacher_beta(update: int, total_updates: int, early: float = 0.99, late: float = 0.999,
+                 early_fraction: float = 0.1) -> float:
+    """β for teacher update number ``update`` (1-based): ``early`` for the first
+    ``early_fraction`` of updates (t ≤ 0.1 T), ``late`` after (Appendix B)."""
+    return early if update <= early_fraction * total_updates else late
+
+
+class MeanTeacher:
+    """θ̃ ← (1 - β) θ + β θ̃, an exponential moving average of the whole model
+    (encoder and heads; Algorithm 1, line 14). Kept in eval mode, never trained."""
+
+    def __init__(self, model: nn.Module, total_updates: int, early: float = 0.99,
+                 late: float = 0.999, early_fraction: float = 0.1) -> None:
+        self.model = copy.deepcopy(model).eval()
+        for parameter in self.model.parameters():
+            parameter.requires_grad_(False)
+        self.total_updates = max(1, total_updates)
+        self.early, self.late, self.early_fraction = early, late, early_fraction
+        self.updates = 0
+
+    @torch.no_grad()
+    def update(self, student: nn.Module) -> float:
+        """One EMA step towards ``student``; returns the β used."""
+        self.updates += 1
+        beta = teacher_beta(self.updates, self.total_updates, self.early, self.late,
+                            self.early_fraction)
+        for mine, theirs in zip(self.model.parameters(), student.parameters(), strict=True):
+            mine.mul_(beta).add_(theirs.detach(), alpha=1.0 - beta)
+        for mine, theirs in zip(self.model.buffers(), student.buffers(), strict=True):
+            mine.copy_(theirs)
+        return beta
+
+    @torch.no_grad()
+    def __call__(self, *args, **kwargs) -> torch.Tensor:
+        return self.model(*args, **kwargs)
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.updates = int(state["updates"])
+
+
+def perturbation_norm(delta: torch.Tensor) -> float:
+    """‖δ‖∞ of a perturbation batch, for logging."""
+    return float(delta.abs().max()) if delta.numel() else 0.0
+

@@ -1,0 +1,175 @@
+"""SMART's pure functions and mean teacher (Jiang et al. 2020, eqs. 1-3, Algorithm 1)."""
+
+from __future__ import annotations
+
+import copy
+from functools import partial
+
+import pytest
+import torch
+
+from mtdnn.model import MultiTaskModel, load_encoder
+from mtdnn.smart import (
+    MeanTeacher,
+    adversarial_loss,
+    bregman_loss,
+    rng_replayer,
+    squared_error,
+    symmetric_kl,
+    teacher_beta,
+)
+from mtdnn.task_def import load_task_defs
+
+TASKS = load_task_defs()
+
+
+def test_symmetric_kl_is_symmetric_nonnegative_and_zero_on_equal() -> None:
+    p, q = torch.randn(8, 3), torch.randn(8, 3)
+    assert symmetric_kl(p, q).item() == pytest.approx(symmetric_kl(q, p).item(), rel=1e-6)
+    assert symmetric_kl(p, q).item() > 0
+    assert symmetric_kl(p, p).item() == pytest.approx(0.0, abs=1e-7)
+    log_p, log_q = p.log_softmax(-1), q.log_softmax(-1)
+    by_definition = ((log_p.exp() * (log_p - log_q)).sum(-1)
+                     + (log_q.exp() * (log_q - log_p)).sum(-1)).mean()
+    assert symmetric_kl(p, q).item() == pytest.approx(by_definition.item(), rel=1e-5)
+
+
+def test_squared_error_for_regression() -> None:
+    p, q = torch.tensor([[1.0], [2.0]]), torch.tensor([[0.5], [4.0]])
+    assert squared_error(p, q).item() == pytest.approx((0.25 + 4.0) / 2)
+    assert squared_error(p, p).item() == 0.0
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_encoder_dir) -> MultiTaskModel:
+    encoder, _ = load_encoder(str(tiny_encoder_dir))
+    model = MultiTaskModel(encoder, {"rte": TASKS["rte"], "stsb": TASKS["stsb"]})
+    return model.eval()
+
+
+def batch() -> dict[str, torch.Tensor]:
+    ids = torch.tensor([[101, 2023, 2003, 1037, 3231, 102], [101, 7592, 102, 0, 0, 0]])
+    return {"input_ids": ids, "attention_mask": (ids != 0).long()}
+
+
+def test_perturbation_inside_ball_and_zero_on_padding(tiny_model: MultiTaskModel) -> None:
+    inputs = batch()
+    embeddings = tiny_model.embed_words(inputs["input_ids"])
+    clean = tiny_model("rte", inputs_embeds=embeddings, attention_mask=inputs["attention_mask"])
+    result = adversarial_loss(
+        lambda e: tiny_model("rte", inputs_embeds=e, attention_mask=inputs["attention_mask"]),
+        embeddings, clean, inputs["attention_mask"], symmetric_kl, epsilon=1e-3, noise_std=1e-2,
+        step_size=1e-1, steps=3)
+    real = inputs["attention_mask"].bool()
+    assert result.delta[real].abs().max().item() <= 1e-3 + 1e-9
+    assert result.delta[real].abs().max().item() == pytest.approx(1e-3)  # the ball is reached
+    assert result.delta[~real].abs().max().item() == 0.0
+    assert result.loss is not None and result.loss.item() > 0
+
+
+def test_ascent_step_increases_the_divergence(tiny_model: MultiTaskModel) -> None:
+    inputs = batch()
+    mask = inputs["attention_mask"]
+    embeddings = tiny_model.embed_words(inputs["input_ids"]).detach()
+    clean = tiny_model("rte", inputs_embeds=embeddings, attention_mask=mask)
+
+    def run(steps: int) -> float:
+        generator = torch.Generator().manual_seed(5)
+        result = adversarial_loss(
+            lambda e: tiny_model("rte", inputs_embeds=e, attention_mask=mask), embeddings, clean,
+            mask, symmetric_kl, epsilon=0.05, noise_std=0.01, step_size=0.05, steps=steps,
+            generator=generator)
+        return result.loss.item()
+
+    assert run(steps=1) > 2 * run(steps=0)
+
+
+def test_regression_uses_squared_error(tiny_model: MultiTaskModel) -> None:
+    inputs = batch()
+    mask = inputs["attention_mask"]
+    embeddings = tiny_model.embed_words(inputs["input_ids"])
+    clean = tiny_model("stsb", inputs_embeds=embeddings, attention_mask=mask)
+    result = adversarial_loss(lambda e: tiny_model("stsb", inputs_embeds=e, attention_mask=mask),
+                              embeddings, clean, mask, squared_error, epsilon=1e-2)
+    assert result.loss is not None and result.loss.item() >= 0
+
+
+def test_nan_gradient_skips_the_term(tiny_model: MultiTaskModel) -> None:
+    inputs = batch()
+    mask = inputs["attention_mask"]
+    embeddings = tiny_model.embed_words(inputs["input_ids"])
+    clean = tiny_model("rte", inputs_embeds=embeddings, attention_mask=mask)
+
+    def broken(e: torch.Tensor) -> torch.Tensor:
+        return tiny_model("rte", inputs_embeds=e * float("nan"), attention_mask=mask)
+
+    result = adversarial_loss(broken, embeddings, clean, mask, symmetric_kl)
+    assert result.loss is None
+
+
+def test_gradients_flow_to_parameters_not_from_the_ascent(tiny_model: MultiTaskModel) -> None:
+    model = copy.deepcopy(tiny_model)
+    inputs = batch()
+    mask = inputs["attention_mask"]
+    embeddings = model.embed_words(inputs["input_ids"])
+    clean = model("rte", inputs_embeds=embeddings, attention_mask=mask)
+    model.zero_grad()
+    result = adversarial_loss(lambda e: model("rte", inputs_embeds=e, attention_mask=mask),
+                              embeddings, clean, mask, symmetric_kl, epsilon=1e-2, steps=2)
+    assert all(p.grad is None for p in model.parameters())  # the ascent accumulated nothing
+    result.loss.backward()
+    assert model.heads["rte"].proj.weight.grad.abs().sum() > 0
+    assert model.encoder.get_input_embeddings().weight.grad.abs().sum() > 0
+
+
+def test_shared_dropout_isolates_the_perturbation(tiny_encoder_dir) -> None:
+    encoder, _ = load_encoder(str(tiny_encoder_dir))
+    model = MultiTaskModel(encoder, {"rte": TASKS["rte"]}).train()
+    inputs = batch()
+    mask = inputs["attention_mask"]
+    losses = {}
+    for share in (True, False):
+        torch.manual_seed(0)
+        replay = rng_replayer(torch.device("cpu"))
+        embeddings = model.embed_words(inputs["input_ids"])
+        clean = model("rte", inputs_embeds=embeddings, attention_mask=mask)
+        run = replay if share else (lambda fn, *a, **k: fn(*a, **k))
+        forward = partial(run, model, "rte", attention_mask=mask)
+        losses[share] = adversarial_loss(lambda e: forward(inputs_embeds=e), embeddings,  # noqa: B023
+                                         clean, mask, symmetric_kl, steps=0).loss.item()
+    # With ε = 1e-5 the perturbation alone moves the output far less than a new dropout mask.
+    assert losses[True] < 1e-3 * losses[False]
+
+
+def test_bregman_is_zero_for_equal_teacher_and_trains_only_the_student(
+        tiny_model: MultiTaskModel) -> None:
+    student = copy.deepcopy(tiny_model).eval()
+    teacher = MeanTeacher(student, total_updates=10)
+    inputs = batch()
+    assert bregman_loss(student("rte", **inputs), teacher("rte", **inputs),
+                        symmetric_kl).item() == pytest.approx(0.0, abs=1e-7)
+    with torch.no_grad():
+        student.heads["rte"].proj.bias.add_(0.5)
+    loss = bregman_loss(student("rte", **inputs), teacher("rte", **inputs), symmetric_kl)
+    assert loss.item() > 0
+    loss.backward()
+    assert student.heads["rte"].proj.weight.grad.abs().sum() > 0
+    assert all(p.grad is None and not p.requires_grad for p in teacher.model.parameters())
+
+
+def test_ema_update_matches_formula_with_beta_switch(tiny_model: MultiTaskModel) -> None:
+    student = copy.deepcopy(tiny_model)
+    teacher = MeanTeacher(student, total_updates=20, early=0.99, late=0.999)
+    assert [teacher_beta(t, 20) for t in (1, 2, 3)] == [0.99, 0.99, 0.999]
+    betas = []
+    for _ in range(3):
+        before = teacher.model.heads["rte"].proj.weight.clone()
+        with torch.no_grad():
+            for p in student.parameters():
+                p.add_(0.1)
+        beta = teacher.update(student)
+        betas.append(beta)
+        expected = beta * before + (1 - beta) * student.heads["rte"].proj.weight
+        torch.testing.assert_close(teacher.model.heads["rte"].proj.weight, expected)
+    assert betas == [0.99, 0.99, 0.999]
+    assert teacher.updates == 3 and not teacher.model.training
