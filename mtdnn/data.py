@@ -137,12 +137,25 @@ def _no_progress_bars() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
-def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
-               cache_dir: Path, require_labels: bool = True) -> TaskSplit:
-    """Tokenize ``path`` for ``task`` (or load it from the cache)."""
+def tokenize_file(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
+                  require_labels: bool = False) -> TaskSplit:
+    """Tokenize ``path`` in memory, without the cache (for one-off prediction)."""
+    _check_exists(path, task)
+    columns, num_truncated = _tokenize(read_examples(path, task, require_labels), task,
+                                       tokenizer, max_seq_len)
+    return TaskSplit(task, path, datasets.Dataset.from_dict(columns), num_truncated, False)
+
+
+def _check_exists(path: Path, task: TaskDef) -> None:
     if not path.is_file():
         raise MtdnnError(f"task '{task.name}': data file not found", file=path,
                          allowed="run `python -m data_prep` or set tasks.<task>.train/dev")
+
+
+def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
+               cache_dir: Path, require_labels: bool = True) -> TaskSplit:
+    """Tokenize ``path`` for ``task`` (or load it from the cache)."""
+    _check_exists(path, task)
     key = hashlib.sha256(json.dumps([
         CACHE_FORMAT, sha256_of(path), tokenizer_fingerprint(tokenizer), max_seq_len,
         task.type, task.inputs, task.labels, require_labels]).encode()).hexdigest()[:20]

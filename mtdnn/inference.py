@@ -6,14 +6,24 @@ order. Runs under ``torch.inference_mode()``.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+import yaml
+from tqdm.auto import tqdm
 
-from mtdnn.data import Collator, TaskSplit, get_batch
+from mtdnn.checkpoint import load_checkpoint_tasks, load_model
+from mtdnn.data import Collator, TaskSplit, get_batch, tokenize_file
+from mtdnn.errors import MtdnnError
+from mtdnn.files import atomic_write_text
 from mtdnn.metrics import compute_metrics
 from mtdnn.model import MultiTaskModel
+from mtdnn.task_def import TaskDef
 
 
 def autocast_context(device: torch.device, dtype: torch.dtype | None):
@@ -55,3 +65,107 @@ def evaluate_split(model: MultiTaskModel, split: TaskSplit, collator: Collator,
     decided = split.task.task_type.decide(predicted)
     labels = np.asarray(split.dataset["labels"])
     return compute_metrics(split.task.metrics, decided, labels)
+
+
+def ensemble(predictions: list[np.ndarray]) -> np.ndarray:
+    """Mean of class probabilities (classification) or of scores (regression)."""
+    return np.mean(np.stack(predictions), axis=0)
+
+
+def prediction_records(task: TaskDef, uids: list[str], predicted: np.ndarray
+                       ) -> list[dict[str, Any]]:
+    """One output object per example: uid, predicted label (or score), probabilities."""
+    decided = task.task_type.decide(predicted)
+    if not task.task_type.has_labels:
+        return [{"uid": uid, "prediction": float(score)} for uid, score in zip(uids, decided,
+                                                                                strict=True)]
+    return [{"uid": uid, "prediction": task.labels[int(label)],
+             "probabilities": {name: round(float(p), 6) for name, p in zip(task.labels, probs,
+                                                                           strict=True)}}
+            for uid, label, probs in zip(uids, decided, predicted, strict=True)]
+
+
+def glue_index(uid: str, path: str, line: int) -> str:
+    """The GLUE test index at the end of a uid like ``rte-test-17``."""
+    index = uid.rsplit("-", 1)[-1]
+    if not index.isdigit():
+        raise MtdnnError(f"uid {uid!r} does not end in a GLUE index", file=path, line=line,
+                         allowed="uids written by data_prep, e.g. rte-test-17")
+    return index
+
+
+def inference_device() -> tuple[torch.device, torch.dtype | None]:
+    """CUDA with bf16 (fp16 where bf16 is unsupported) when present; CPU in fp32 otherwise."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu"), None
+    return torch.device("cuda"), (torch.bfloat16 if torch.cuda.is_bf16_supported()
+                                  else torch.float16)
+
+
+def checkpoint_task(checkpoints: list[Path], task_name: str) -> TaskDef:
+    """The task definition shared by every checkpoint; an error names the odd one out."""
+    found = None
+    for path in checkpoints:
+        tasks = load_checkpoint_tasks(path)
+        if task_name not in tasks:
+            raise MtdnnError(f"task '{task_name}' is not in this checkpoint", file=path,
+                             key="--task", allowed=", ".join(tasks))
+        task = tasks[task_name]
+        if found is not None and (task.type, task.labels) != (found.type, found.labels):
+            raise MtdnnError(f"task '{task_name}' has labels {list(task.labels)} here but "
+                             f"{list(found.labels)} in {checkpoints[0]}", file=path,
+                             key="--checkpoint", allowed="checkpoints of the same task")
+        found = found or task
+    return found
+
+
+def write_predictions(path: Path, records: list[dict[str, Any]], fmt: str,
+                      source: Path) -> None:
+    """JSON lines, or a GLUE submission TSV (``index<TAB>prediction``), written atomically."""
+    if fmt == "glue":
+        rows = [f"{glue_index(r['uid'], str(source), n)}\t{r['prediction']}"
+                for n, r in enumerate(records, start=1)]
+        text = "index\tprediction\n" + "".join(row + "\n" for row in rows)
+    else:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    atomic_write_text(path, text)
+
+
+def predict_file(checkpoints: list[Path], task_name: str, input_path: Path, output_path: Path,
+                 batch_size: int | None = None, fmt: str = "jsonl",
+                 progress: bool = True) -> dict[str, Any]:
+    """Score ``input_path`` with one checkpoint or an ensemble; write predictions (and, for
+    labelled input, metrics next to them). Nothing is written if anything fails."""
+    task = checkpoint_task(checkpoints, task_name)
+    device, amp_dtype = inference_device()
+    outputs, split = [], None
+    started = time.perf_counter()
+    for path in checkpoints:
+        saved = yaml.safe_load((path / "config.yaml").read_text()) or {}
+        model, tokenizer = load_model(path)
+        model.to(device)
+        split = tokenize_file(input_path, task, tokenizer, saved.get("max_seq_len", 128))
+        collator = Collator(tokenizer.pad_token_id)
+        with tqdm(total=len(split), disable=not progress, desc=f"predict {path.name}",
+                  unit="ex") as bar:
+            outputs.append(predict_split(model, split, collator,
+                                         batch_size or saved.get("eval_batch_size", 128),
+                                         device, amp_dtype, on_batch=bar.update))
+    seconds = time.perf_counter() - started
+    predicted = ensemble(outputs)
+    metrics = None
+    if split.has_labels:
+        decided = task.task_type.decide(predicted)
+        metrics = compute_metrics(task.metrics, decided, np.asarray(split.dataset["labels"]))
+    records = prediction_records(task, split.dataset["uid"], predicted)
+    write_predictions(output_path, records, fmt, input_path)
+    if metrics is not None:
+        atomic_write_text(metrics_path(output_path),
+                          json.dumps({"task": task_name, "metrics": metrics}, indent=2) + "\n")
+    return {"examples": len(split), "seconds": seconds, "metrics": metrics,
+            "examples_per_s": len(split) * len(checkpoints) / seconds}
+
+
+def metrics_path(output_path: Path) -> Path:
+    """Where the metrics of a labelled prediction go: beside the output."""
+    return output_path.with_name(output_path.name + ".metrics.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -83,3 +84,42 @@ def tiny_encoder_dir(tiny_tokenizer, tmp_path_factory: pytest.TempPathFactory) -
     BertModel(config).save_pretrained(folder)
     tiny_tokenizer.save_pretrained(folder)
     return folder
+
+
+def run_train(*overrides: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "train.py", "--config", "experiments/smoke.yaml",
+                             "progress_bar=false", *overrides],
+                            cwd=REPO, text=True, capture_output=True)
+    if check and result.returncode != 0:
+        raise AssertionError(result.stderr[-3000:])
+    return result
+
+
+def read_metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="session")
+def small_tasks(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """RTE + MRPC + a SciTail subset, with 48-example dev sets: the smoke run's task files."""
+    root = tmp_path_factory.mktemp("tasks")
+    run_module("data_prep", "subsets", "--data-dir", str(prepared_data), "--task", "scitail",
+               "--count", "235", "--out-dir", str(root / "scitail"))
+    overrides = [f"data_dir={prepared_data}", f"cache_dir={root / 'cache'}",
+                 f"tasks.scitail.train={root / 'scitail' / 'n235.jsonl'}"]
+    for task in ("rte", "mrpc", "scitail"):
+        dev = head_jsonl(prepared_data / task / "dev.jsonl", root / f"{task}_dev.jsonl", 48)
+        overrides.append(f"tasks.{task}.dev={dev}")
+    return overrides
+
+
+@pytest.fixture(scope="session")
+def stage_one(small_tasks: list[str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("stage1") / "run"
+    # Near-uniform temperature sampling, so that 24 steps see every task.
+    run_train(*small_tasks, f"output_dir={run}", "max_steps=24", "eval_every_steps=12",
+              "batch_size=8", "log_every_steps=4", "sampler.kind=temperature",
+              "sampler.temperature=100")
+    return run
+
+
