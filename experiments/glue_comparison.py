@@ -52,6 +52,13 @@ def prepare(args: argparse.Namespace) -> Path:
     return subset
 
 
+def continue_run(folder: Path) -> list[str]:
+    """Resume an interrupted run from its last checkpoint; replace one that never saved."""
+    if (folder / "last" / "training_state.pt").is_file():
+        return [f"resume={folder}"]
+    return ["overwrite=true"] if folder.exists() else []
+
+
 def train_cmd(tasks: str, args: argparse.Namespace, sst2_train: Path,
               overrides: list[str]) -> list[str]:
     # tasks=[...] replaces the whole tasks mapping, so it comes before per-task file keys.
@@ -81,7 +88,8 @@ def main() -> None:
         run(train_cmd("rte,mrpc,sst2,mnli", args, sst2_train, [
                        f"tasks.mnli.train={args.data_dir / 'mnli' / 'dev_matched.jsonl'}",
                        f"tasks.mnli.dev={args.data_dir / 'mnli' / 'dev_mismatched.jsonl'}",
-                       f"epochs={args.mt_epochs}", "seed=13", f"output_dir={stage1}"]),
+                       f"epochs={args.mt_epochs}", "seed=13", f"output_dir={stage1}",
+                       *continue_run(stage1)]),
             args.out / "logs" / "stage1.log")
 
     for task in FINETUNE_TASKS:
@@ -101,7 +109,8 @@ def main() -> None:
                 else:
                     init = [f"init_checkpoint={stage1 / 'last'}"] if arm == "mt-dnn" else []
                     command = train_cmd(task, args, sst2_train, [
-                        *init, f"seed={seed}", f"epochs={args.epochs}", f"output_dir={folder}"])
+                        *init, f"seed={seed}", f"epochs={args.epochs}", f"output_dir={folder}",
+                        *continue_run(folder)])
                 started = time.time()
                 run(command, args.out / "logs" / f"{arm}-{task}-seed{seed}.log")
                 print(f"  done in {time.time() - started:.0f}s", flush=True)
