@@ -1,0 +1,216 @@
+"""Domain-adaptation sweep (SMART paper, Section 5.4, Table 5).
+
+    python -m mtdnn.sweep --config experiments/domain_adaptation.yaml [key=value ...]
+
+Runs the grid {start points} × {train subsets} × {seeds}; each cell fine-tunes from its
+start point on one subset (drawn by ``python -m data_prep subsets``) and is scored on the
+task's dev set. A finished cell (its ``result.json`` exists) is skipped and an interrupted
+one resumes from its last checkpoint, so the sweep can run in several parts. Writes
+``results.csv`` (one row per run), ``results.md`` (Table 5's layout: start points × subset
+sizes, mean ± std over seeds, with the row of training-set sizes) and ``results.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtdnn.config import apply_override, config_from_dict
+from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.files import atomic_path, atomic_write_json, atomic_write_text
+from mtdnn.schema import build, load_yaml, to_dict
+from mtdnn.trainer import train
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """The grid, and the training config every cell starts from."""
+
+    tasks: tuple[str, ...] = ("scitail", "snli")
+    subsets: tuple[str, ...] = ("0.1pct", "1pct", "10pct", "100pct")
+    subset_seed: int = 13
+    seeds: tuple[int, ...] = (13, 14, 15)
+    # start point name -> checkpoint folder; null = the plain pre-trained encoder
+    start_points: dict[str, str | None] = field(default_factory=lambda: {"encoder": None})
+    data_dir: str = "data"
+    output_dir: str = "runs/domain_adaptation"
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys for every cell
+
+
+@dataclass(frozen=True)
+class Cell:
+    start: str
+    task: str
+    subset: str
+    seed: int
+
+
+def load_sweep_config(path: str | Path | None, overrides: list[str]) -> SweepConfig:
+    """Load the sweep YAML with ``key=value`` overrides (``train.*`` keys reach every cell)."""
+    data = (load_yaml(path) or {}) if path else {}
+    for override in overrides:
+        apply_override(data, override)
+    train_keys = data.pop("train", {}) or {}
+    config = build(SweepConfig, data, source=path)
+    return SweepConfig(**{**config.__dict__, "train": train_keys})
+
+
+def subset_manifest(config: SweepConfig, task: str) -> dict[str, Any]:
+    folder = Path(config.data_dir) / task / "subsets" / f"seed{config.subset_seed}"
+    path = folder / "manifest.json"
+    if not path.is_file():
+        raise MtdnnError(f"no subsets of task '{task}'", file=path,
+                         allowed=f"python -m data_prep subsets --data-dir {config.data_dir} "
+                                 f"--task {task} --preset paper --seed {config.subset_seed}")
+    files = json.loads(path.read_text())["files"]
+    missing = [s for s in config.subsets if s not in files]
+    if missing:
+        raise MtdnnError(f"subset '{missing[0]}' of task '{task}' was never drawn", file=path,
+                         key="subsets", allowed=", ".join(files))
+    return {name: {**files[name], "folder": folder} for name in config.subsets}
+
+
+def cell_dir(config: SweepConfig, cell: Cell) -> Path:
+    return (Path(config.output_dir) / cell.start / cell.task / cell.subset /
+            f"seed{cell.seed}")
+
+
+def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any]) -> dict[str, Any]:
+    """Fine-tune one cell (resuming it if it was interrupted); write its result.json."""
+    folder = cell_dir(config, cell)
+    start = config.start_points[cell.start]
+    train_file = Path(subset["folder"]) / subset["file"]
+    keys = {**config.train, "tasks": {cell.task: {
+        "train": str(train_file), "dev": str(Path(config.data_dir) / cell.task / "dev.jsonl")}},
+        "data_dir": config.data_dir, "seed": cell.seed, "output_dir": str(folder),
+        "init_checkpoint": start}
+    if (folder / "last" / "training_state.pt").is_file():
+        keys["resume"] = str(folder)
+    elif folder.exists():
+        keys["overwrite"] = True
+    started = time.perf_counter()
+    summary = train(config_from_dict(keys, source=f"sweep cell {folder}"))
+    result = {"start_point": cell.start, "task": cell.task, "subset": cell.subset,
+              "train_size": subset["size"], "seed": cell.seed,
+              "metrics": summary["last"]["metrics"][cell.task],
+              "wall_seconds": round(time.perf_counter() - started, 1)}
+    atomic_write_json(folder / "result.json", result)
+    return result
+
+
+def run_sweep(config: SweepConfig) -> Path:
+    """Run every missing cell, then write the results files; returns the results folder."""
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "sweep_config.json", to_dict(config))
+    manifests = {task: subset_manifest(config, task) for task in config.tasks}
+    for start, path in config.start_points.items():
+        if path is not None and not Path(path).is_dir():
+            raise MtdnnError(f"start point '{start}' not found", file=path,
+                             key=f"start_points.{start}",
+                             allowed="a checkpoint folder, or null for the plain encoder")
+    # Fail on a bad train key now, not in the tenth cell.
+    config_from_dict({**config.train, "tasks": {"x": {}}}, source="sweep config key 'train'")
+    for task in config.tasks:
+        for subset, entry in manifests[task].items():
+            if not entry["available"]:
+                log.info("%s %s: %s, skipped", task, subset, entry["reason"])
+                continue
+            for start in config.start_points:
+                for seed in config.seeds:
+                    cell = Cell(start, task, subset, seed)
+                    if (cell_dir(config, cell) / "result.json").is_file():
+                        continue
+                    log.info("cell %s", cell)
+                    run_cell(config, cell, entry)
+    write_results(config, manifests)
+    return out
+
+
+def collect(config: SweepConfig) -> list[dict[str, Any]]:
+    rows = []
+    for start in config.start_points:
+        for task in config.tasks:
+            for subset in config.subsets:
+                for seed in config.seeds:
+                    path = cell_dir(config, Cell(start, task, subset, seed)) / "result.json"
+                    if path.is_file():
+                        rows.append(json.loads(path.read_text()))
+    return rows
+
+
+def write_results(config: SweepConfig, manifests: dict[str, dict[str, Any]]) -> None:
+    from mtdnn.plots import plot_sweep
+
+    out = Path(config.output_dir)
+    rows = collect(config)
+    metric_names = sorted({m for row in rows for m in row["metrics"]})
+    with atomic_path(out / "results.csv") as tmp, open(tmp, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["start_point", "task", "subset", "train_size", "seed",
+                         *metric_names, "wall_seconds"])
+        for row in rows:
+            writer.writerow([row["start_point"], row["task"], row["subset"], row["train_size"],
+                             row["seed"], *(row["metrics"].get(m, "") for m in metric_names),
+                             row["wall_seconds"]])
+    atomic_write_text(out / "results.md", results_table(config, manifests, rows))
+    plot_sweep(rows, config.tasks, list(config.start_points), out / "results.png")
+
+
+def results_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
+                  rows: list[dict[str, Any]]) -> str:
+    """Table 5's layout: one block per task, a row of training-set sizes, then one row per
+    start point with dev accuracy mean ± std over seeds (percent)."""
+    lines = ["| Model | " + " | ".join(config.subsets) + " |",
+             "|---" * (len(config.subsets) + 1) + "|"]
+    for task in config.tasks:
+        lines.append(f"| **{task} (dev accuracy %)** |" + " |" * len(config.subsets))
+        sizes = [f"{manifests[task][s]['size']:,}" for s in config.subsets]
+        lines.append("| #Training Data | " + " | ".join(sizes) + " |")
+        for start in config.start_points:
+            cells = []
+            for subset in config.subsets:
+                entry = manifests[task][subset]
+                if not entry["available"]:
+                    cells.append(f"n/a ({entry['reason']})")
+                    continue
+                values = [100 * r["metrics"]["accuracy"] for r in rows if r["task"] == task
+                          and r["subset"] == subset and r["start_point"] == start]
+                cells.append(_mean_std(values))
+            lines.append(f"| {start} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "not run"
+    if len(values) == 1:
+        return f"{values[0]:.1f} (1 seed)"
+    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mtdnn.sweep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="sweep YAML (experiments/domain_adaptation.yaml)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
+                        datefmt="%H:%M:%S")
+    out = run_sweep(load_sweep_config(args.config, args.overrides))
+    print((out / "results.md").read_text())
+    print(f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
+
+
+if __name__ == "__main__":
+    run_cli(main)

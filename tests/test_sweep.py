@@ -1,0 +1,56 @@
+"""The domain-adaptation sweep on tiny subsets with the 2-layer encoder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO, head_jsonl, run_module
+
+
+def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stage_one: Path,
+                                                      tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for task in ("scitail", "snli"):
+        (data / task).mkdir(parents=True)
+        head_jsonl(prepared_data / task / "train.jsonl", data / task / "train.jsonl", 100)
+        head_jsonl(prepared_data / task / "dev.jsonl", data / task / "dev.jsonl", 24)
+        run_module("data_prep", "subsets", "--data-dir", str(data), "--task", task,
+                   "--count", "8", "500", "--seed", "13")
+    config = {
+        "tasks": ["scitail", "snli"], "subsets": ["n8", "n500"], "seeds": [1, 2],
+        "start_points": {"encoder": None, "mt": str(stage_one / "best")},
+        "data_dir": str(data), "output_dir": str(tmp_path / "sweep"),
+        "train": {"epochs": 1, "batch_size": 8, "encoder_layers": 2, "max_seq_len": 64,
+                  "progress_bar": False, "cache_dir": str(tmp_path / "cache")},
+    }
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "mtdnn.sweep", "--config", str(tmp_path / "sweep.yaml")]
+    first = subprocess.run(command, cwd=REPO, text=True, capture_output=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    out = tmp_path / "sweep"
+    rows = (out / "results.csv").read_text().splitlines()
+    assert rows[0].startswith("start_point,task,subset,train_size,seed,accuracy")
+    assert len(rows) == 1 + 2 * 2 * 2  # 2 start points × 2 tasks × 1 available size × 2 seeds
+    table = (out / "results.md").read_text()
+    assert "| #Training Data | 8 | 500 |" in table
+    assert table.count("n/a (train file has 100 rows)") == 4
+    assert "| mt | " in table and " ± " in table
+    png = (out / "results.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000
+
+    results = sorted(out.glob("*/*/*/*/result.json"))
+    assert len(results) == 8
+    stamps = [p.stat().st_mtime_ns for p in results]
+    second = subprocess.run(command, cwd=REPO, text=True, capture_output=True)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert " cell " not in second.stderr  # nothing trained again
+    assert [p.stat().st_mtime_ns for p in results] == stamps
+    first_result = json.loads(results[0].read_text())
+    assert set(first_result) >= {"start_point", "task", "subset", "train_size", "seed",
+                                 "metrics", "wall_seconds"}
