@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         datefmt="%H:%M:%S")
     summary = train(load_config(args.config, args.overrides))
+    if "best" not in summary:  # not rank 0 of a torchrun job
+        return
     print(json.dumps({"run_dir": summary["run_dir"], "steps": summary["steps"],
                       "best": summary["best"]["metrics"], "best_step": summary["best"]["step"]}))
 

@@ -94,6 +94,7 @@ class TrainConfig:
     tasks: dict[str, TaskData]
     encoder: str = PACKAGED_ENCODER
     encoder_layers: int | None = field(default=None, metadata=_positive("encoder_layers"))
+    encoder_dropout: float | None = field(default=None, metadata=_ratio())
     task_defs: tuple[str, ...] = ("task_defs",)
     data_dir: str = "data"
     output_dir: str = "runs/default"

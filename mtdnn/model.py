@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from mtdnn.config import PACKAGED_ENCODER
@@ -94,15 +94,26 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def load_encoder(name: str, num_layers: int | None = None
+DROPOUT_ATTRIBUTES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
+                      "attention_dropout")
+
+
+def load_encoder(name: str, num_layers: int | None = None, dropout: float | None = None
                  ) -> tuple[PreTrainedModel, object]:
-    """Encoder and fast tokenizer for ``name``; ``num_layers`` keeps only the first layers."""
+    """Encoder and fast tokenizer for ``name``; ``num_layers`` keeps only the first layers,
+    ``dropout`` replaces the encoder's dropout probabilities."""
     path = resolve_encoder(name)
-    overrides = {"num_hidden_layers": num_layers} if num_layers else {}
     try:
         with quiet_transformers():
+            config = AutoConfig.from_pretrained(path)
+            if num_layers:
+                config.num_hidden_layers = num_layers
+            if dropout is not None:
+                for attribute in DROPOUT_ATTRIBUTES:
+                    if hasattr(config, attribute):
+                        setattr(config, attribute, dropout)
             tokenizer = AutoTokenizer.from_pretrained(path)
-            encoder = AutoModel.from_pretrained(path, **overrides)
+            encoder = AutoModel.from_pretrained(path, config=config)
     except OSError as error:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         hint = ("a local folder with config.json and weights, or "

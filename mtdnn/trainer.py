@@ -35,6 +35,7 @@ from mtdnn.checkpoint import (
 )
 from mtdnn.config import OptimizerConfig, TrainConfig, config_to_yaml
 from mtdnn.data import Collator, TaskSplit, get_batch, load_split
+from mtdnn.distributed import ONE_PROCESS, Distributed, init_distributed, shutdown
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.inference import autocast_context, evaluate_split
@@ -81,15 +82,20 @@ def seed_everything(seed: int) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
-def choose_device(config: TrainConfig) -> tuple[torch.device, torch.dtype | None]:
-    """CUDA when present (bf16 where supported, else fp16); CPU in fp32 unless asked."""
-    use_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+def use_cuda(config: TrainConfig) -> bool:
     if config.device == "cuda" and not torch.cuda.is_available():
         raise MtdnnError("CUDA was requested but is not available", key="device",
                          allowed="auto, cpu")
-    device = torch.device("cuda" if use_cuda else "cpu")
+    return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+
+
+def choose_device(config: TrainConfig, local_rank: int = 0
+                  ) -> tuple[torch.device, torch.dtype | None]:
+    """CUDA when present (bf16 where supported, else fp16); CPU in fp32 unless asked."""
+    cuda = use_cuda(config)
+    device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
     if config.precision == "auto":
-        if not use_cuda:
+        if not cuda:
             return device, None
         return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return device, {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
@@ -106,9 +112,20 @@ def select_tasks(config: TrainConfig) -> dict[str, TaskDef]:
     return {name: known[name] for name in config.tasks}
 
 
-def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any
-                   ) -> dict[str, TaskData]:
-    """Tokenize (or load from cache) every task's train and dev files."""
+def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any,
+                   distributed: Distributed = ONE_PROCESS) -> dict[str, TaskData]:
+    """Tokenize (or load from cache) every task's train and dev files. Under torchrun rank 0
+    fills the cache first and the other ranks read it."""
+    if not distributed.is_main:
+        distributed.barrier()
+    data = _load_task_data(config, tasks, tokenizer)
+    if distributed.is_main:
+        distributed.barrier()
+    return data
+
+
+def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any
+                    ) -> dict[str, TaskData]:
     cache = Path(config.cache_dir) if config.cache_dir else Path(config.data_dir) / ".cache"
     data = {}
     for name, task in tasks.items():
@@ -201,10 +218,11 @@ def build_model(config: TrainConfig, tasks: dict[str, TaskDef], resume_from: Pat
     ``init_checkpoint``; or everything of the checkpoint being resumed."""
     source = resume_from or (Path(config.init_checkpoint) if config.init_checkpoint else None)
     if source is None:
-        encoder, tokenizer = load_encoder(config.encoder, config.encoder_layers)
+        encoder, tokenizer = load_encoder(config.encoder, config.encoder_layers,
+                                          config.encoder_dropout)
         return MultiTaskModel(encoder, tasks), tokenizer
     check_checkpoint(source)
-    encoder, tokenizer = load_encoder(str(source / ENCODER_DIR))
+    encoder, tokenizer = load_encoder(str(source / ENCODER_DIR), dropout=config.encoder_dropout)
     model = MultiTaskModel(encoder, tasks)
     copied = init_heads_from(model, source)
     if resume_from is None:
@@ -237,14 +255,25 @@ def log_training(state: RunState, writer: SummaryWriter, record, lr: float,
 
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training as configured; returns the best and last dev metrics and paths."""
+    distributed = init_distributed("cuda" if use_cuda(config) else "cpu")
+    try:
+        return _train(config, distributed)
+    finally:
+        shutdown(distributed)
+
+
+def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
+    main = distributed.is_main
     resume_from = resume_checkpoint(config.resume)
-    run_dir = start_run_dir(config, resume_from)
+    run_dir = start_run_dir(config, resume_from) if main else Path(config.output_dir)
     seed_everything(config.seed)
-    device, amp_dtype = choose_device(config)
+    device, amp_dtype = choose_device(config, distributed.local_rank)
     tasks = select_tasks(config)
     model, tokenizer = build_model(config, tasks, resume_from)
     model.to(device)
-    data = load_task_data(config, tasks, tokenizer)
+    distributed.broadcast_parameters(model)
+    torch.manual_seed(config.seed + distributed.rank)  # each rank its own dropout masks
+    data = load_task_data(config, tasks, tokenizer, distributed)
     check_best_metric(config.best_metric, tasks, data)
 
     sampler = build_sampler(config.sampler, {t: len(d.train) for t, d in data.items()},
@@ -266,11 +295,13 @@ def train(config: TrainConfig) -> dict[str, Any]:
     state = RunState(sampler_state=sampler_state(sampler))
     if resume_from is not None:
         state = restore_training_state(resume_from, optimizer, scheduler, scaler, teacher)
-        truncate_metrics(run_dir / "metrics.jsonl", state.step)
+        if main:
+            truncate_metrics(run_dir / "metrics.jsonl", state.step)
         log.info("resumed from %s at step %d (epoch %d)", resume_from, state.step, state.epoch)
 
-    writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=state.step + 1)
-    metrics_file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
+    writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=state.step + 1) \
+        if main else None
+    metrics_file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8") if main else None
     config_yaml = config_to_yaml(config)
 
     def record(entry: dict[str, Any]) -> None:
@@ -278,6 +309,9 @@ def train(config: TrainConfig) -> dict[str, Any]:
         metrics_file.flush()
 
     def evaluate_and_save() -> None:
+        if not main:  # rank 0 evaluates and writes; the others wait
+            distributed.barrier()
+            return
         metrics = {t: evaluate_split(model, d.dev, d.collator, config.eval_batch_size, device,
                                      amp_dtype) for t, d in data.items() if d.dev is not None}
         for task, values in metrics.items():
@@ -297,9 +331,10 @@ def train(config: TrainConfig) -> dict[str, Any]:
                         training_state=training_state(state, optimizer, scheduler, scaler))
         if is_best:
             copy_checkpoint(run_dir / "last", run_dir / "best")
+        distributed.barrier()
 
-    progress = tqdm(total=total_steps, initial=state.step, disable=not config.progress_bar,
-                    desc="train")
+    progress = tqdm(total=total_steps, initial=state.step,
+                    disable=not (config.progress_bar and main), desc="train")
     model.train()
     while state.step < total_steps:
         restore_sampler(sampler, state.sampler_state)
@@ -308,8 +343,9 @@ def train(config: TrainConfig) -> dict[str, Any]:
             state.position += 1
             # One minibatch of one task: forward, task loss, backward.
             task = data[ref.task]
-            batch = {k: v.to(device) for k, v in get_batch(task.train, ref.indices,
-                                                            task.collator).items()}
+            rows, share = distributed.shard(len(ref.indices))  # this rank's share of the batch
+            batch = {k: v[rows].to(device) for k, v in get_batch(task.train, ref.indices,
+                                                                  task.collator).items()}
             labels = batch.pop("labels")
             mask = batch["attention_mask"]
             extra = {k: v for k, v in batch.items() if k != "input_ids"}
@@ -323,9 +359,11 @@ def train(config: TrainConfig) -> dict[str, Any]:
                 else:
                     outputs = model(ref.task, **batch)
                 task_loss = tasks[ref.task].task_type.loss(outputs, labels)
-                if not torch.isfinite(task_loss):
+                # The loss of the whole global batch (all ranks agree on it, NaN included).
+                global_loss = distributed.sum_(task_loss.detach().float() * share).item()
+                if not math.isfinite(global_loss):
                     raise MtdnnError(
-                        f"the loss of task '{ref.task}' is {task_loss.item()} at step "
+                        f"the loss of task '{ref.task}' is {global_loss} at step "
                         f"{state.step}; the last good checkpoint is {run_dir / 'last'}",
                         allowed="a lower optimizer.lr, or precision=fp32")
                 loss = task_loss
@@ -348,12 +386,13 @@ def train(config: TrainConfig) -> dict[str, Any]:
                     breg = bregman_loss(outputs, teacher(ref.task, **batch), divergence)
                     loss = loss + smart.bregman_weight * breg
                     state.running[f"{ref.task}/bregman_loss"].append(breg.item())
-            scaler.scale(loss / accum).backward()
-            state.running[f"{ref.task}/loss"].append(task_loss.item())
+            scaler.scale(loss * share / accum).backward()
+            state.running[f"{ref.task}/loss"].append(global_loss)
             state.micro += 1
             if state.micro % accum:
                 continue
-            # Optimizer step: clip, step, schedule, teacher update, log.
+            # Optimizer step: reduce across ranks, clip, step, schedule, teacher update, log.
+            distributed.sum_gradients(model)
             scaler.unscale_(optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
                                                        config.optimizer.max_grad_norm)
@@ -371,7 +410,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
                 teacher.update(model)
             progress.update(1)
             progress.set_postfix(state.smoothed_losses(), refresh=False)
-            if state.step % config.log_every_steps == 0 or state.step == total_steps:
+            if main and (state.step % config.log_every_steps == 0 or state.step == total_steps):
                 log_training(state, writer, record, scheduler.get_last_lr()[0], grad_norm)
             if config.eval_every_steps and state.step % config.eval_every_steps == 0:
                 evaluate_and_save()
@@ -384,6 +423,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
     if not state.evals or state.evals[-1]["step"] != state.step:
         evaluate_and_save()
     progress.close()
+    if not main:
+        return {"run_dir": str(run_dir), "steps": state.step, "rank": distributed.rank}
     writer.close()
     metrics_file.close()
     best = max(state.evals, key=lambda e: e["score"])

@@ -1,0 +1,99 @@
+"""More than one process: ``torchrun --nproc_per_node N train.py ...``.
+
+Every rank builds the same sampler from the same seed, so at every step all ranks draw the
+same task and the same global batch; each rank takes its contiguous share of the batch's
+rows. Each rank's losses are weighted by its share of the batch and the gradients are
+summed across ranks, so the update equals that of one process on the whole global batch
+(``batch_size`` is the global batch). Heads of the tasks not in the step get no gradient
+on any rank, which is why the gradients are reduced by hand instead of through
+``DistributedDataParallel`` (which would need ``find_unused_parameters``). Only rank 0
+evaluates, logs and writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """This process's place among the training processes."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    def shard(self, rows: int) -> tuple[slice, float]:
+        """This rank's contiguous share of a batch of ``rows`` rows, and its weight
+        (share of the rows). A rank left without rows (a batch smaller than the world) runs
+        the first row with weight 0, so that every rank reduces the same set of gradients."""
+        bounds = np.linspace(0, rows, self.world_size + 1).round().astype(int)
+        start, stop = int(bounds[self.rank]), int(bounds[self.rank + 1])
+        if stop == start:
+            return slice(0, 1), 0.0
+        return slice(start, stop), (stop - start) / rows
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """All-reduce (sum) in place; a no-op for one process."""
+        if self.enabled:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def sum_gradients(self, model: torch.nn.Module) -> None:
+        """Sum every parameter gradient across ranks, in one flat buffer."""
+        if not self.enabled:
+            return
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def broadcast_parameters(self, model: torch.nn.Module) -> None:
+        """Start every rank from rank 0's weights."""
+        if self.enabled:
+            for tensor in list(model.parameters()) + list(model.buffers()):
+                dist.broadcast(tensor.data, src=0)
+
+
+ONE_PROCESS = Distributed()
+
+
+def init_distributed(device_kind: str) -> Distributed:
+    """Join the process group that ``torchrun`` describes in the environment (gloo on CPU,
+    nccl on CUDA); one process without it."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return Distributed()
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
+    if device_kind == "cuda":
+        torch.cuda.set_device(local_rank)
+    return Distributed(rank, world_size, local_rank)
+
+
+def shutdown(distributed: Distributed) -> None:
+    if distributed.enabled and dist.is_initialized():
+        dist.destroy_process_group()
