@@ -8,6 +8,7 @@ resolved config is written into the run folder at start (see :mod:`mtdnn.trainer
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -177,13 +178,13 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
         if loaded is not None and not isinstance(loaded, dict):
             raise MtdnnError("expected a mapping of config keys", file=path)
         data = loaded or {}
+        # The file alone first, so that its mistakes name the file ...
+        config_from_dict({"tasks": {"any": {}}, **copy.deepcopy(data)}, source=path)
     for override in overrides:
         # Normalise between overrides so that `tasks=[rte] tasks.rte.dev=x` works.
         apply_override(_normalise(data), override)
-    source = str(path) if path else "command line"
-    if overrides:
-        source += " with overrides " + " ".join(overrides)
-    return config_from_dict(data, source)
+    # ... and what is wrong only after the overrides names the command line.
+    return config_from_dict(data, "command line" if overrides or path is None else path)
 
 
 def config_to_yaml(config: TrainConfig) -> str:

@@ -107,10 +107,11 @@ def _convert(tp: Any, value: Any, source: str | Path | None, key: str) -> Any:
 
 
 def build(cls: type[T], data: dict[str, Any] | None, *, source: str | Path | None = None,
-          prefix: str = "") -> T:
+          prefix: str = "", hidden: tuple[str, ...] = ()) -> T:
     """Build dataclass ``cls`` from ``data``, rejecting unknown keys and wrong types.
 
     Missing keys take the field's default; a field without a default is required.
+    ``hidden`` fields are filled by the caller and not offered to the user.
     """
     data = {} if data is None else data
     if not isinstance(data, dict):
@@ -122,7 +123,7 @@ def build(cls: type[T], data: dict[str, Any] | None, *, source: str | Path | Non
     if unknown:
         raise MtdnnError(f"unknown key '{unknown[0]}'", file=source,
                          key=f"{prefix}.{unknown[0]}" if prefix else unknown[0],
-                         allowed=", ".join(fields))
+                         allowed=", ".join(f for f in fields if f not in hidden))
     values = {}
     for name, field in fields.items():
         key = f"{prefix}.{name}" if prefix else name

@@ -131,7 +131,8 @@ def load_task_file(path: str | Path) -> dict[str, TaskDef]:
         if not isinstance(spec, dict):
             raise MtdnnError(f"task '{name}': expected a mapping, found {type(spec).__name__}",
                              file=path, key=name)
-        task = build(TaskDef, {"name": name, **spec}, source=path, prefix=name)
+        task = build(TaskDef, {"name": name, **spec}, source=path, prefix=name,
+                     hidden=("name",))
         _validate(task, path)
         tasks[name] = task
     return tasks

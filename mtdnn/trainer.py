@@ -362,10 +362,12 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
                 # The loss of the whole global batch (all ranks agree on it, NaN included).
                 global_loss = distributed.sum_(task_loss.detach().float() * share).item()
                 if not math.isfinite(global_loss):
+                    last = run_dir / "last"
+                    kept = (f"the last good checkpoint is {last}" if last.is_dir()
+                            else "no checkpoint was written yet")
                     raise MtdnnError(
                         f"the loss of task '{ref.task}' is {global_loss} at step "
-                        f"{state.step}; the last good checkpoint is {run_dir / 'last'}",
-                        allowed="a lower optimizer.lr, or precision=fp32")
+                        f"{state.step}; {kept}", allowed="a lower optimizer.lr, or precision=fp32")
                 loss = task_loss
                 # SMART: + λ_s R_s (eq. 1) ...
                 if adv_weight:
