@@ -45,7 +45,14 @@ class OptimizerConfig:
     weight_decay: float = 0.01
     adam_betas: tuple[float, ...] = (0.9, 0.999)
     adam_eps: float = 1e-8
+    schedule: Literal["linear", "cosine", "constant", "slanted_triangular"] = "linear"
     warmup_ratio: float = field(default=0.1, metadata=_ratio())
+    # slanted triangular (Howard & Ruder 2018): warm-up for warmup_ratio of the steps, then
+    # linear decay to lr / stlr_ratio
+    stlr_ratio: float = field(default=32.0, metadata=_positive("stlr_ratio"))
+    # layer-wise LR decay: layer l of L gets lr · decay^(L - l), embeddings decay^(L + 1)
+    layer_lr_decay: float | None = field(
+        default=None, metadata={"check": (lambda v: 0 < v <= 1, "0 < decay <= 1")})
     max_grad_norm: float = field(default=1.0, metadata=_positive("max_grad_norm"))
     grad_accum_steps: int = field(default=1, metadata=_positive("grad_accum_steps"))
 
@@ -54,7 +61,8 @@ class OptimizerConfig:
 class SamplerConfig:
     """How minibatches are drawn across tasks (every minibatch holds one task)."""
 
-    kind: Literal["proportional", "temperature"] = "proportional"
+    kind: Literal["proportional", "temperature", "uniform", "annealed", "cycle", "shuffle",
+                  "smart"] = "proportional"
     temperature: float = field(default=1.0, metadata=_positive("temperature"))
     steps_per_epoch: int | None = field(default=None, metadata=_positive("steps_per_epoch"))
 
@@ -102,6 +110,9 @@ class TrainConfig:
     init_checkpoint: str | None = None
     resume: str | None = None
     overwrite: bool = False
+    pcgrad: bool = False  # gradient surgery in steps with several tasks (cycle, smart)
+    freeze_encoder_steps: int = field(default=0, metadata={
+        "check": (lambda v: v >= 0, "a whole number >= 0")})
     epochs: int = field(default=3, metadata=_positive("epochs"))
     max_steps: int | None = field(default=None, metadata=_positive("max_steps"))
     batch_size: int = field(default=32, metadata=_positive("batch_size"))

@@ -1,9 +1,12 @@
-"""Multi-task minibatch schedules. Every minibatch holds examples of one task.
+"""Multi-task schedules. Every minibatch holds examples of one task.
 
-A sampler plans one epoch at a time as a list of :class:`BatchRef` (task, example
-indices), drawing all randomness from the ``numpy.random.Generator`` it was given, so a
-seed fixes the whole schedule and the generator's state at an epoch's start is all that
-resuming needs.
+A sampler plans one epoch at a time as a list of *steps*; a step is a tuple of
+:class:`BatchRef` (task, example indices) whose losses make one optimizer update. MT-DNN's
+proportional schedule and the temperature family put one batch in a step; the round-robin
+schedules of the BERTriad paper (Appendix A) can put one batch of several tasks in a step,
+which is what gradient surgery (PCGrad) needs. All randomness comes from the
+``numpy.random.Generator`` the sampler was given, so a seed fixes the whole schedule, and the
+generator's state (plus the task streams) at an epoch's start is all that resuming needs.
 """
 
 from __future__ import annotations
@@ -25,20 +28,45 @@ class BatchRef:
     indices: np.ndarray
 
 
+Step = tuple[BatchRef, ...]
+
+
 def _shuffled_batches(size: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
     order = rng.permutation(size)
     return [order[i:i + batch_size] for i in range(0, size, batch_size)]
 
 
-def _num_batches(sizes: dict[str, int], batch_size: int) -> int:
-    return sum(-(-n // batch_size) for n in sizes.values())
+def _batches_per_task(sizes: dict[str, int], batch_size: int) -> dict[str, int]:
+    return {task: -(-n // batch_size) for task, n in sizes.items()}
 
 
 class Sampler(Protocol):
     rng: np.random.Generator
-    num_batches: int  # minibatches per epoch
+    num_steps: int  # steps per epoch
 
-    def plan_epoch(self) -> list[BatchRef]: ...
+    def plan_epoch(self) -> list[Step]: ...
+
+
+class TaskStreams:
+    """Each task's batches in a shuffled order, reshuffled whenever a task runs out, so no
+    example repeats before every example of its task has been seen."""
+
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
+        self.sizes, self.batch_size, self.rng = dict(sizes), batch_size, rng
+        self.queues: dict[str, list[np.ndarray]] = {t: [] for t in sizes}
+
+    def next(self, task: str) -> BatchRef:
+        queue = self.queues[task]
+        if not queue:
+            queue.extend(_shuffled_batches(self.sizes[task], self.batch_size, self.rng))
+        return BatchRef(task, queue.pop(0))
+
+    def state_dict(self) -> dict:
+        return {"queues": {t: [b.tolist() for b in q] for t, q in self.queues.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.queues = {t: [np.array(b, dtype=np.int64) for b in q]
+                       for t, q in state["queues"].items()}
 
 
 class ProportionalSampler:
@@ -52,62 +80,136 @@ class ProportionalSampler:
 
     def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
         self.sizes, self.batch_size, self.rng = dict(sizes), batch_size, rng
-        self.num_batches = _num_batches(self.sizes, batch_size)
+        self.num_steps = sum(_batches_per_task(sizes, batch_size).values())
 
-    def plan_epoch(self) -> list[BatchRef]:
-        plan = [BatchRef(task, batch) for task, size in self.sizes.items()
+    def plan_epoch(self) -> list[Step]:
+        plan = [(BatchRef(task, batch),) for task, size in self.sizes.items()
                 for batch in _shuffled_batches(size, self.batch_size, self.rng)]
         order = self.rng.permutation(len(plan))
         return [plan[i] for i in order]
 
 
-class TemperatureSampler:
-    """Temperature sampling: task t is drawn with probability p_t ∝ n_t^(1/T).
+class TemperatureSampler(TaskStreams):
+    """Task t is drawn with probability p_t ∝ n_t^(1/T) (n_t = its number of examples).
 
-    T = 1 is proportional to dataset size, T → ∞ uniform. An epoch is ``steps_per_epoch``
-    draws (default: the total number of batches of all tasks). Each task reads its examples
-    in a shuffled order and reshuffles when it runs out, so no example repeats before every
-    example of its task has been seen.
+    T = 1 is proportional to dataset size; ``uniform`` is the limit T → ∞. An epoch is
+    ``steps_per_epoch`` draws (default: the total number of batches of all tasks).
     """
 
     def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
                  temperature: float = 1.0, steps_per_epoch: int | None = None) -> None:
-        self.sizes, self.batch_size, self.rng = dict(sizes), batch_size, rng
+        super().__init__(sizes, batch_size, rng)
         self.tasks = list(self.sizes)
-        counts = np.array([self.sizes[t] for t in self.tasks], dtype=np.float64)
-        weights = counts ** (1.0 / temperature)
-        self.probabilities = weights / weights.sum()
-        self.num_batches = steps_per_epoch or _num_batches(self.sizes, batch_size)
-        self._queues: dict[str, list[np.ndarray]] = {t: [] for t in self.tasks}
+        self.exponent = 1.0 / temperature
+        self.num_steps = steps_per_epoch or sum(_batches_per_task(sizes, batch_size).values())
 
-    def _next_batch(self, task: str) -> np.ndarray:
-        queue = self._queues[task]
-        if not queue:
-            queue.extend(_shuffled_batches(self.sizes[task], self.batch_size, self.rng))
-        return queue.pop(0)
+    @property
+    def probabilities(self) -> np.ndarray:
+        weights = np.array([self.sizes[t] for t in self.tasks], dtype=np.float64) ** self.exponent
+        return weights / weights.sum()
 
-    def plan_epoch(self) -> list[BatchRef]:
-        draws = self.rng.choice(len(self.tasks), size=self.num_batches, p=self.probabilities)
-        return [BatchRef(self.tasks[i], self._next_batch(self.tasks[i])) for i in draws]
+    def plan_epoch(self) -> list[Step]:
+        draws = self.rng.choice(len(self.tasks), size=self.num_steps, p=self.probabilities)
+        return [(self.next(self.tasks[i]),) for i in draws]
+
+
+class AnnealedSampler(TemperatureSampler):
+    """Temperature sampling whose exponent α in p_t ∝ n_t^α falls linearly from 1
+    (proportional) in the first epoch to 0 (uniform) in the last (Stickland & Murray 2019
+    anneal towards uniform; here over the run's ``epochs``)."""
+
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
+                 epochs: int, steps_per_epoch: int | None = None) -> None:
+        super().__init__(sizes, batch_size, rng, 1.0, steps_per_epoch)
+        self.epochs, self.epoch = max(1, epochs), 0
+
+    def plan_epoch(self) -> list[Step]:
+        self.exponent = 1.0 - self.epoch / max(1, self.epochs - 1)
+        self.epoch += 1
+        return super().plan_epoch()
 
     def state_dict(self) -> dict:
-        return {"queues": {t: [b.tolist() for b in q] for t, q in self._queues.items()}}
+        return {**super().state_dict(), "epoch": self.epoch}
 
     def load_state_dict(self, state: dict) -> None:
-        self._queues = {t: [np.array(b, dtype=np.int64) for b in q]
-                        for t, q in state["queues"].items()}
+        super().load_state_dict(state)
+        self.epoch = state["epoch"]
 
 
-SamplerFactory = Callable[[dict[str, int], int, np.random.Generator, SamplerConfig], Sampler]
+class CycleRoundRobin(TaskStreams):
+    """BERTriad's cycle round-robin: every step holds one batch of every task; an epoch is
+    as many steps as the largest task has batches, the smaller tasks cycling."""
+
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
+        super().__init__(sizes, batch_size, rng)
+        self.num_steps = max(_batches_per_task(sizes, batch_size).values())
+
+    def plan_epoch(self) -> list[Step]:
+        return [tuple(self.next(task) for task in self.sizes) for _ in range(self.num_steps)]
+
+
+class ShuffleRoundRobin(TaskStreams):
+    """BERTriad's shuffle round-robin: each step one batch of a uniformly chosen task; an
+    epoch is as many steps as the largest task has batches."""
+
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
+        super().__init__(sizes, batch_size, rng)
+        self.tasks = list(sizes)
+        self.num_steps = max(_batches_per_task(sizes, batch_size).values())
+
+    def plan_epoch(self) -> list[Step]:
+        draws = self.rng.integers(len(self.tasks), size=self.num_steps)
+        return [(self.next(self.tasks[i]),) for i in draws]
+
+
+class SmartRoundRobin:
+    """BERTriad's smart round-robin (Appendix A, Algorithm 1).
+
+    An epoch is M steps, M = the largest task's number of batches. At step i each task t
+    with n_t batches joins with probability n_t / M, and is forced to join when its
+    remaining batches equal the remaining steps; it never joins once its batches are used.
+    So every batch of every task is seen exactly once per epoch, the largest task in every
+    step, and a step may hold several tasks (for gradient surgery).
+    """
+
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
+        self.sizes, self.batch_size, self.rng = dict(sizes), batch_size, rng
+        self.batches = _batches_per_task(sizes, batch_size)
+        self.num_steps = max(self.batches.values())
+
+    def plan_epoch(self) -> list[Step]:
+        queues = {t: _shuffled_batches(n, self.batch_size, self.rng) for t, n in self.sizes.items()}
+        used = dict.fromkeys(self.sizes, 0)
+        plan = []
+        for step in range(self.num_steps):
+            remaining_steps = self.num_steps - step
+            refs = []
+            for task, total in self.batches.items():
+                left = total - used[task]
+                draw = self.rng.random()
+                if left > 0 and (left >= remaining_steps or draw <= total / self.num_steps):
+                    refs.append(BatchRef(task, queues[task][used[task]]))
+                    used[task] += 1
+            plan.append(tuple(refs))
+        return plan
+
+
+SamplerFactory = Callable[[dict[str, int], int, np.random.Generator, SamplerConfig, int], Sampler]
 SAMPLERS: dict[str, SamplerFactory] = {
-    "proportional": lambda sizes, batch_size, rng, config: ProportionalSampler(
-        sizes, batch_size, rng),
-    "temperature": lambda sizes, batch_size, rng, config: TemperatureSampler(
-        sizes, batch_size, rng, config.temperature, config.steps_per_epoch),
+    "proportional": lambda sizes, bs, rng, config, epochs: ProportionalSampler(sizes, bs, rng),
+    "temperature": lambda sizes, bs, rng, config, epochs: TemperatureSampler(
+        sizes, bs, rng, config.temperature, config.steps_per_epoch),
+    "uniform": lambda sizes, bs, rng, config, epochs: TemperatureSampler(
+        sizes, bs, rng, float("inf"), config.steps_per_epoch),
+    "annealed": lambda sizes, bs, rng, config, epochs: AnnealedSampler(
+        sizes, bs, rng, epochs, config.steps_per_epoch),
+    "cycle": lambda sizes, bs, rng, config, epochs: CycleRoundRobin(sizes, bs, rng),
+    "shuffle": lambda sizes, bs, rng, config, epochs: ShuffleRoundRobin(sizes, bs, rng),
+    "smart": lambda sizes, bs, rng, config, epochs: SmartRoundRobin(sizes, bs, rng),
 }
 
 
-def build_sampler(config: SamplerConfig, sizes: dict[str, int], batch_size: int,
-                  seed: int) -> Sampler:
+def build_sampler(config: SamplerConfig, sizes: dict[str, int], batch_size: int, seed: int,
+                  epochs: int = 1) -> Sampler:
     """The sampler ``config.kind`` over tasks of ``sizes`` examples, seeded by ``seed``."""
-    return SAMPLERS[config.kind](sizes, batch_size, np.random.default_rng(seed), config)
+    return SAMPLERS[config.kind](sizes, batch_size, np.random.default_rng(seed), config, epochs)

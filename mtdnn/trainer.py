@@ -23,7 +23,6 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
-from transformers import get_linear_schedule_with_warmup
 
 from mtdnn.checkpoint import (
     ENCODER_DIR,
@@ -33,13 +32,15 @@ from mtdnn.checkpoint import (
     init_heads_from,
     save_checkpoint,
 )
-from mtdnn.config import OptimizerConfig, TrainConfig, config_to_yaml
+from mtdnn.config import TrainConfig, config_to_yaml
 from mtdnn.data import Collator, TaskSplit, get_batch, load_split
 from mtdnn.distributed import ONE_PROCESS, Distributed, init_distributed, shutdown
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
+from mtdnn.gradient_surgery import pcgrad, put_gradients, take_gradients
 from mtdnn.inference import autocast_context, evaluate_split
 from mtdnn.model import MultiTaskModel, load_encoder
+from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.run_state import (
     RunState,
     check_same_config,
@@ -50,7 +51,7 @@ from mtdnn.run_state import (
     training_state,
     truncate_metrics,
 )
-from mtdnn.sampling import build_sampler
+from mtdnn.sampling import BatchRef, build_sampler
 from mtdnn.schema import to_dict
 from mtdnn.smart import (
     DIVERGENCES,
@@ -141,14 +142,10 @@ def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: A
     return data
 
 
-def build_optimizer(model: torch.nn.Module, config: OptimizerConfig) -> torch.optim.AdamW:
-    """AdamW; no weight decay on biases and LayerNorm weights (all 1-D parameters)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim > 1]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim <= 1]
-    return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr, betas=tuple(config.adam_betas), eps=config.adam_eps)
+def set_encoder_frozen(model: MultiTaskModel, frozen: bool) -> None:
+    """Freeze the shared encoder (for the first ``freeze_encoder_steps`` updates)."""
+    for param in model.encoder.parameters():
+        param.requires_grad_(not frozen)
 
 
 def _call(fn, *args, **kwargs):
@@ -277,12 +274,16 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
     check_best_metric(config.best_metric, tasks, data)
 
     sampler = build_sampler(config.sampler, {t: len(d.train) for t, d in data.items()},
-                            config.batch_size, config.seed)
+                            config.batch_size, config.seed, config.epochs)
     accum = config.optimizer.grad_accum_steps
-    total_steps = config.max_steps or math.ceil(sampler.num_batches * config.epochs / accum)
+    total_steps = config.max_steps or math.ceil(sampler.num_steps * config.epochs / accum)
     optimizer = build_optimizer(model, config.optimizer)
-    scheduler = get_linear_schedule_with_warmup(
-        optimizer, int(config.optimizer.warmup_ratio * total_steps), total_steps)
+    scheduler = build_scheduler(optimizer, config.optimizer, total_steps)
+    surgery_rng = np.random.default_rng(config.seed)  # PCGrad's projection order
+    if config.pcgrad and accum > 1:
+        raise MtdnnError("pcgrad projects each step's task gradients; it cannot be combined "
+                         "with gradient accumulation", key="pcgrad",
+                         allowed="pcgrad=false, or optimizer.grad_accum_steps=1")
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     smart = config.smart
     adv_weights = smart_adv_weights(config, tasks)
@@ -333,68 +334,86 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
             copy_checkpoint(run_dir / "last", run_dir / "best")
         distributed.barrier()
 
+    def forward_backward(ref: BatchRef) -> None:
+        """One minibatch of one task: forward, task loss + λ_s R_s + μ D_Breg, backward."""
+        task = data[ref.task]
+        rows, share = distributed.shard(len(ref.indices))  # this rank's share of the batch
+        batch = {k: v[rows].to(device) for k, v in get_batch(task.train, ref.indices,
+                                                              task.collator).items()}
+        labels = batch.pop("labels")
+        mask = batch["attention_mask"]
+        extra = {k: v for k, v in batch.items() if k != "input_ids"}
+        adv_weight, divergence = adv_weights[ref.task], divergences[ref.task]
+        with autocast_context(device, amp_dtype):
+            if adv_weight:
+                # The adversarial passes reuse this pass's dropout masks (share_dropout).
+                replay = rng_replayer(device) if smart.share_dropout else _call
+                embeddings = model.embed_words(batch["input_ids"])
+                outputs = model(ref.task, inputs_embeds=embeddings, **extra)
+            else:
+                outputs = model(ref.task, **batch)
+            task_loss = tasks[ref.task].task_type.loss(outputs, labels)
+            # The loss of the whole global batch (all ranks agree on it, NaN included).
+            global_loss = distributed.sum_(task_loss.detach().float() * share).item()
+            if not math.isfinite(global_loss):
+                last = run_dir / "last"
+                kept = (f"the last good checkpoint is {last}" if last.is_dir()
+                        else "no checkpoint was written yet")
+                raise MtdnnError(
+                    f"the loss of task '{ref.task}' is {global_loss} at step "
+                    f"{state.step}; {kept}", allowed="a lower optimizer.lr, or precision=fp32")
+            loss = task_loss
+            # SMART: + λ_s R_s (eq. 1) ...
+            if adv_weight:
+                adv = adversarial_loss(
+                    embeddings_forward(model, replay, ref.task, extra), embeddings,
+                    outputs, mask, divergence, epsilon=smart.epsilon,
+                    noise_std=smart.noise_std, step_size=smart.step_size,
+                    steps=smart.ascent_steps)
+                if adv.loss is None:
+                    state.adv_skipped += 1  # NaN/Inf ascent: skip R_s for this batch
+                else:
+                    loss = loss + adv_weight * adv.loss
+                    state.running[f"{ref.task}/adv_loss"].append(adv.loss.item())
+                    state.running[f"{ref.task}/delta_linf"].append(
+                        perturbation_norm(adv.delta))
+            # ... + μ D_Breg(θ, θ̃) against the mean teacher (eq. 3).
+            if teacher is not None:
+                breg = bregman_loss(outputs, teacher(ref.task, **batch), divergence)
+                loss = loss + smart.bregman_weight * breg
+                state.running[f"{ref.task}/bregman_loss"].append(breg.item())
+        scaler.scale(loss * share / accum).backward()
+        state.running[f"{ref.task}/loss"].append(global_loss)
+
     progress = tqdm(total=total_steps, initial=state.step,
                     disable=not (config.progress_bar and main), desc="train")
     model.train()
     while state.step < total_steps:
         restore_sampler(sampler, state.sampler_state)
         plan = sampler.plan_epoch()
-        for ref in plan[state.position:]:
+        for step_refs in plan[state.position:]:
             state.position += 1
-            # One minibatch of one task: forward, task loss, backward.
-            task = data[ref.task]
-            rows, share = distributed.shard(len(ref.indices))  # this rank's share of the batch
-            batch = {k: v[rows].to(device) for k, v in get_batch(task.train, ref.indices,
-                                                                  task.collator).items()}
-            labels = batch.pop("labels")
-            mask = batch["attention_mask"]
-            extra = {k: v for k, v in batch.items() if k != "input_ids"}
-            adv_weight, divergence = adv_weights[ref.task], divergences[ref.task]
-            with autocast_context(device, amp_dtype):
-                if adv_weight:
-                    # The adversarial passes reuse this pass's dropout masks (share_dropout).
-                    replay = rng_replayer(device) if smart.share_dropout else _call
-                    embeddings = model.embed_words(batch["input_ids"])
-                    outputs = model(ref.task, inputs_embeds=embeddings, **extra)
-                else:
-                    outputs = model(ref.task, **batch)
-                task_loss = tasks[ref.task].task_type.loss(outputs, labels)
-                # The loss of the whole global batch (all ranks agree on it, NaN included).
-                global_loss = distributed.sum_(task_loss.detach().float() * share).item()
-                if not math.isfinite(global_loss):
-                    last = run_dir / "last"
-                    kept = (f"the last good checkpoint is {last}" if last.is_dir()
-                            else "no checkpoint was written yet")
-                    raise MtdnnError(
-                        f"the loss of task '{ref.task}' is {global_loss} at step "
-                        f"{state.step}; {kept}", allowed="a lower optimizer.lr, or precision=fp32")
-                loss = task_loss
-                # SMART: + λ_s R_s (eq. 1) ...
-                if adv_weight:
-                    adv = adversarial_loss(
-                        embeddings_forward(model, replay, ref.task, extra), embeddings,
-                        outputs, mask, divergence, epsilon=smart.epsilon,
-                        noise_std=smart.noise_std, step_size=smart.step_size,
-                        steps=smart.ascent_steps)
-                    if adv.loss is None:
-                        state.adv_skipped += 1  # NaN/Inf ascent: skip R_s for this batch
-                    else:
-                        loss = loss + adv_weight * adv.loss
-                        state.running[f"{ref.task}/adv_loss"].append(adv.loss.item())
-                        state.running[f"{ref.task}/delta_linf"].append(
-                            perturbation_norm(adv.delta))
-                # ... + μ D_Breg(θ, θ̃) against the mean teacher (eq. 3).
-                if teacher is not None:
-                    breg = bregman_loss(outputs, teacher(ref.task, **batch), divergence)
-                    loss = loss + smart.bregman_weight * breg
-                    state.running[f"{ref.task}/bregman_loss"].append(breg.item())
-            scaler.scale(loss * share / accum).backward()
-            state.running[f"{ref.task}/loss"].append(global_loss)
+            if config.freeze_encoder_steps:
+                set_encoder_frozen(model, state.step < config.freeze_encoder_steps)
+            if config.pcgrad and len(step_refs) > 1:
+                # Gradient surgery: one backward per task, then project away conflicts.
+                task_grads, touched = [], None
+                for ref in step_refs:
+                    forward_backward(ref)
+                    flat, present = take_gradients(model)
+                    task_grads.append(distributed.sum_(flat))
+                    touched = present if touched is None else [
+                        a or b for a, b in zip(touched, present, strict=True)]
+                put_gradients(model, pcgrad(task_grads, surgery_rng), touched)
+            else:
+                for ref in step_refs:
+                    forward_backward(ref)
             state.micro += 1
             if state.micro % accum:
                 continue
             # Optimizer step: reduce across ranks, clip, step, schedule, teacher update, log.
-            distributed.sum_gradients(model)
+            if not (config.pcgrad and len(step_refs) > 1):  # PCGrad reduced per task already
+                distributed.sum_gradients(model)
             scaler.unscale_(optimizer)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
                                                        config.optimizer.max_grad_norm)

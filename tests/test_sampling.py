@@ -6,15 +6,23 @@ import numpy as np
 import pytest
 
 from mtdnn.config import SamplerConfig
-from mtdnn.sampling import ProportionalSampler, TemperatureSampler, build_sampler
+from mtdnn.sampling import (
+    AnnealedSampler,
+    CycleRoundRobin,
+    ProportionalSampler,
+    ShuffleRoundRobin,
+    SmartRoundRobin,
+    TemperatureSampler,
+    build_sampler,
+)
 
 SIZES = {"big": 1000, "mid": 300, "small": 45}
 
 
 def test_proportional_epoch_visits_every_batch_once() -> None:
     sampler = ProportionalSampler(SIZES, 32, np.random.default_rng(0))
-    plan = sampler.plan_epoch()
-    assert len(plan) == sampler.num_batches == 32 + 10 + 2
+    plan = [step[0] for step in sampler.plan_epoch()]
+    assert len(plan) == sampler.num_steps == 32 + 10 + 2
     assert Counter(ref.task for ref in plan) == {"big": 32, "mid": 10, "small": 2}
     for task, size in SIZES.items():
         seen = np.concatenate([ref.indices for ref in plan if ref.task == task])
@@ -25,11 +33,11 @@ def test_proportional_epoch_visits_every_batch_once() -> None:
 def test_proportional_reshuffles_every_epoch_and_is_seeded() -> None:
     a = ProportionalSampler(SIZES, 32, np.random.default_rng(7))
     b = ProportionalSampler(SIZES, 32, np.random.default_rng(7))
-    first_a, first_b = a.plan_epoch(), b.plan_epoch()
+    first_a, first_b = ([s[0] for s in x.plan_epoch()] for x in (a, b))
     assert [r.task for r in first_a] == [r.task for r in first_b]
     assert all(np.array_equal(x.indices, y.indices) for x, y in zip(first_a, first_b,
                                                                   strict=True))
-    second = a.plan_epoch()
+    second = [s[0] for s in a.plan_epoch()]
     assert [r.task for r in second] != [r.task for r in first_a]  # task interleaving
     first_big = [r.indices.tolist() for r in first_a if r.task == "big"]
     second_big = [r.indices.tolist() for r in second if r.task == "big"]
@@ -53,7 +61,7 @@ def test_temperature_empirical_frequencies_match() -> None:
     sampler = TemperatureSampler(SIZES, 8, np.random.default_rng(3), 2.0, steps_per_epoch=draws)
     plan = sampler.plan_epoch()
     assert len(plan) == draws
-    frequency = Counter(ref.task for ref in plan)
+    frequency = Counter(step[0].task for step in plan)
     for task, p in zip(sampler.tasks, sampler.probabilities, strict=True):
         sigma = np.sqrt(draws * p * (1 - p))
         assert abs(frequency[task] - draws * p) < 4 * sigma, task
@@ -62,10 +70,75 @@ def test_temperature_empirical_frequencies_match() -> None:
 def test_temperature_sees_every_example_before_repeating() -> None:
     sampler = TemperatureSampler({"a": 50, "b": 50}, 10, np.random.default_rng(1), 1.0,
                                  steps_per_epoch=200)
-    firsts = [ref.indices for ref in sampler.plan_epoch() if ref.task == "a"][:5]
+    firsts = [s[0].indices for s in sampler.plan_epoch() if s[0].task == "a"][:5]
     assert sorted(np.concatenate(firsts).tolist()) == list(range(50))
 
 
 def test_build_sampler_from_config() -> None:
     sampler = build_sampler(SamplerConfig(kind="temperature", temperature=3.0), SIZES, 16, 0)
-    assert isinstance(sampler, TemperatureSampler) and sampler.num_batches == 63 + 19 + 3
+    assert isinstance(sampler, TemperatureSampler) and sampler.num_steps == 63 + 19 + 3
+
+
+def frequencies(plan: list) -> Counter:
+    return Counter(ref.task for step in plan for ref in step)
+
+
+def test_uniform_is_equal_probabilities() -> None:
+    sampler = build_sampler(SamplerConfig(kind="uniform", steps_per_epoch=30_000), SIZES, 8, 0)
+    np.testing.assert_allclose(sampler.probabilities, [1 / 3] * 3)
+    frequency = frequencies(sampler.plan_epoch())
+    sigma = np.sqrt(30_000 * (1 / 3) * (2 / 3))
+    assert all(abs(frequency[t] - 10_000) < 4 * sigma for t in SIZES)
+
+
+def test_annealed_moves_from_proportional_to_uniform() -> None:
+    sampler = AnnealedSampler(SIZES, 8, np.random.default_rng(0), epochs=3,
+                              steps_per_epoch=30_000)
+    counts = np.array(list(SIZES.values()), dtype=float)
+    for epoch, alpha in enumerate([1.0, 0.5, 0.0]):
+        frequency = frequencies(sampler.plan_epoch())
+        expected = counts ** alpha / np.sum(counts ** alpha)
+        np.testing.assert_allclose(sampler.probabilities, expected, err_msg=f"epoch {epoch}")
+        for task, p in zip(SIZES, expected, strict=True):
+            assert abs(frequency[task] - 30_000 * p) < 4 * np.sqrt(30_000 * p * (1 - p))
+
+
+def test_cycle_round_robin_holds_every_task_in_every_step() -> None:
+    sampler = CycleRoundRobin(SIZES, 32, np.random.default_rng(0))
+    plan = sampler.plan_epoch()
+    assert len(plan) == sampler.num_steps == 32  # the largest task's batches
+    assert all([ref.task for ref in step] == list(SIZES) for step in plan)
+    small = np.concatenate([step[2].indices for step in plan])  # 45 examples cycled
+    assert set(small.tolist()) == set(range(45)) and len(small) > 45
+
+
+def test_shuffle_round_robin_uniform_single_task_steps() -> None:
+    sampler = ShuffleRoundRobin(SIZES, 1, np.random.default_rng(0))
+    plan = sampler.plan_epoch()
+    assert len(plan) == 1000 and all(len(step) == 1 for step in plan)
+    frequency = frequencies(plan)
+    sigma = np.sqrt(1000 * (1 / 3) * (2 / 3))
+    assert all(abs(frequency[t] - 1000 / 3) < 4 * sigma for t in SIZES)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_smart_round_robin_sees_every_batch_exactly_once(seed: int) -> None:
+    sampler = SmartRoundRobin(SIZES, 32, np.random.default_rng(seed))
+    for _ in range(2):  # two epochs
+        plan = sampler.plan_epoch()
+        assert len(plan) == 32
+        assert all(step and step[0].task == "big" for step in plan)  # the largest: always
+        for task, size in SIZES.items():
+            seen = np.concatenate([r.indices for step in plan for r in step if r.task == task])
+            assert sorted(seen.tolist()) == list(range(size)), task
+
+
+def test_smart_round_robin_inclusion_probability() -> None:
+    # Away from the forced end, a task with n batches joins a step with probability n / M.
+    sampler = SmartRoundRobin({"big": 100, "small": 25}, 1, np.random.default_rng(0))
+    joined = []
+    for _ in range(400):
+        plan = sampler.plan_epoch()
+        joined.append(sum(any(r.task == "small" for r in step) for step in plan[:50]))
+    rate = np.mean(joined) / 50
+    assert abs(rate - 0.25) < 0.01
