@@ -12,10 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
-import shutil
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,25 +22,32 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
 
 from mtdnn.checkpoint import (
-    ENCODER_DIR,
-    HEADS_FILE,
-    check_checkpoint,
     copy_checkpoint,
-    init_heads_from,
     save_checkpoint,
 )
+from mtdnn.components import (
+    build_model,
+    check_best_metric,
+    choose_device,
+    load_task_data,
+    score_of,
+    seed_everything,
+    select_tasks,
+    smart_adv_weights,
+    start_run_dir,
+    use_cuda,
+)
 from mtdnn.config import TrainConfig, config_to_yaml
-from mtdnn.data import Collator, TaskSplit, get_batch, load_split
-from mtdnn.distributed import ONE_PROCESS, Distributed, init_distributed, shutdown
+from mtdnn.data import get_batch
+from mtdnn.distributed import Distributed, init_distributed, shutdown
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.gradient_surgery import pcgrad, put_gradients, take_gradients
 from mtdnn.inference import autocast_context, evaluate_split
-from mtdnn.model import MultiTaskModel, load_encoder
+from mtdnn.model import MultiTaskModel
 from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.run_state import (
     RunState,
-    check_same_config,
     restore_sampler,
     restore_training_state,
     resume_checkpoint,
@@ -52,7 +56,6 @@ from mtdnn.run_state import (
     truncate_metrics,
 )
 from mtdnn.sampling import BatchRef, build_sampler
-from mtdnn.schema import to_dict
 from mtdnn.smart import (
     DIVERGENCES,
     MeanTeacher,
@@ -61,85 +64,8 @@ from mtdnn.smart import (
     perturbation_norm,
     rng_replayer,
 )
-from mtdnn.task_def import TaskDef, load_task_defs
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TaskData:
-    """A task's tokenized splits and its collator."""
-
-    train: TaskSplit
-    dev: TaskSplit | None
-    collator: Collator
-
-
-def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch; make CPU kernels deterministic."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-
-
-def use_cuda(config: TrainConfig) -> bool:
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise MtdnnError("CUDA was requested but is not available", key="device",
-                         allowed="auto, cpu")
-    return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-
-
-def choose_device(config: TrainConfig, local_rank: int = 0
-                  ) -> tuple[torch.device, torch.dtype | None]:
-    """CUDA when present (bf16 where supported, else fp16); CPU in fp32 unless asked."""
-    cuda = use_cuda(config)
-    device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
-    if config.precision == "auto":
-        if not cuda:
-            return device, None
-        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return device, {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
-
-
-def select_tasks(config: TrainConfig) -> dict[str, TaskDef]:
-    """The task definitions of the run's tasks, in config order."""
-    known = load_task_defs(config.task_defs)
-    unknown = [name for name in config.tasks if name not in known]
-    if unknown:
-        raise MtdnnError(f"unknown task '{unknown[0]}'", key="tasks",
-                         allowed=f"tasks defined in {', '.join(config.task_defs)}: "
-                                 f"{', '.join(known)}")
-    return {name: known[name] for name in config.tasks}
-
-
-def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any,
-                   distributed: Distributed = ONE_PROCESS) -> dict[str, TaskData]:
-    """Tokenize (or load from cache) every task's train and dev files. Under torchrun rank 0
-    fills the cache first and the other ranks read it."""
-    if not distributed.is_main:
-        distributed.barrier()
-    data = _load_task_data(config, tasks, tokenizer)
-    if distributed.is_main:
-        distributed.barrier()
-    return data
-
-
-def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any
-                    ) -> dict[str, TaskData]:
-    cache = Path(config.cache_dir) if config.cache_dir else Path(config.data_dir) / ".cache"
-    data = {}
-    for name, task in tasks.items():
-        train_path, dev_path = config.task_files(name)
-        train = load_split(train_path, task, tokenizer, config.max_seq_len, cache)
-        dev = load_split(dev_path, task, tokenizer, config.max_seq_len, cache) if dev_path else None
-        dtype = getattr(torch, task.task_type.target_dtype)
-        data[name] = TaskData(train, dev, Collator(tokenizer.pad_token_id, dtype))
-        for split in (train, dev):
-            if split is not None:
-                log.info("%s: %s, %d examples, %d truncated%s", name, split.path, len(split),
-                         split.num_truncated, " (cached)" if split.from_cache else "")
-    return data
 
 
 def set_encoder_frozen(model: MultiTaskModel, frozen: bool) -> None:
@@ -155,81 +81,6 @@ def _call(fn, *args, **kwargs):
 def embeddings_forward(model: MultiTaskModel, replay, task: str, extra: dict):
     """``e -> model(task, inputs_embeds=e, ...)``, run through ``replay``: what SMART perturbs."""
     return lambda embeddings: replay(model, task, inputs_embeds=embeddings, **extra)
-
-
-def smart_adv_weights(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[str, float]:
-    """λ_s per task: the task's override, else the run's; 0 everywhere when SMART is off."""
-    if not config.smart.enabled:
-        return {name: 0.0 for name in tasks}
-    return {name: config.smart.adv_weight if task.smart.adv_weight is None
-            else task.smart.adv_weight for name, task in tasks.items()}
-
-
-def score_of(metrics: dict[str, dict[str, float]], best_metric: str) -> float:
-    """The model-selection score: ``mean`` of each task's first metric, or ``task/metric``."""
-    if best_metric == "mean":
-        return float(np.mean([next(iter(m.values())) for m in metrics.values()]))
-    task, _, metric = best_metric.partition("/")
-    return metrics[task][metric]
-
-
-def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[str, TaskData]
-                      ) -> None:
-    with_dev = [t for t in tasks if data[t].dev is not None]
-    allowed = ", ".join(["mean"] + [f"{t}/{m}" for t in with_dev for m in tasks[t].metrics])
-    task, _, metric = best_metric.partition("/")
-    if best_metric != "mean" and (task not in with_dev or metric not in tasks[task].metrics):
-        raise MtdnnError(f"no dev metric '{best_metric}'", key="best_metric", allowed=allowed)
-
-
-RUN_FILES = ("metrics.jsonl", "summary.json", "last", "best", "tensorboard")
-
-
-def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
-    """Create the run folder and record the resolved config in it.
-
-    A folder that already holds a run is continued only with ``resume`` and replaced only
-    with ``overwrite=true``; otherwise it is an error, so no result is lost by accident.
-    """
-    run_dir = Path(config.output_dir)
-    if resume_from is not None:
-        check_same_config((resume_from / "config.yaml").read_text(), to_dict(config),
-                          resume_from)
-    elif any((run_dir / name).exists() for name in RUN_FILES):
-        if not config.overwrite:
-            raise MtdnnError("the output folder already holds a run", file=run_dir,
-                             key="output_dir", allowed="another output_dir, resume=<run> to "
-                             "continue it, or overwrite=true to replace it")
-        for name in RUN_FILES:
-            path = run_dir / name
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "config.yaml", config_to_yaml(config))
-    log.info("resolved config:\n%s", config_to_yaml(config))
-    return run_dir
-
-
-def build_model(config: TrainConfig, tasks: dict[str, TaskDef], resume_from: Path | None
-                ) -> tuple[MultiTaskModel, Any]:
-    """Fresh heads on the configured encoder; or the shared encoder (and matching heads) of
-    ``init_checkpoint``; or everything of the checkpoint being resumed."""
-    source = resume_from or (Path(config.init_checkpoint) if config.init_checkpoint else None)
-    if source is None:
-        encoder, tokenizer = load_encoder(config.encoder, config.encoder_layers,
-                                          config.encoder_dropout)
-        return MultiTaskModel(encoder, tasks), tokenizer
-    check_checkpoint(source)
-    encoder, tokenizer = load_encoder(str(source / ENCODER_DIR), dropout=config.encoder_dropout)
-    model = MultiTaskModel(encoder, tasks)
-    copied = init_heads_from(model, source)
-    if resume_from is None:
-        log.info("initialised from %s: encoder, heads of %s", source,
-                 ", ".join(copied) or "no task (all heads fresh)")
-    elif set(copied) != set(tasks):
-        raise MtdnnError(f"the checkpoint has no head for {sorted(set(tasks) - set(copied))}",
-                         file=source / HEADS_FILE, key="resume",
-                         allowed="resume with the same tasks")
-    return model, tokenizer
 
 
 def log_training(state: RunState, writer: SummaryWriter, record, lr: float,
