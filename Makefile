@@ -31,7 +31,7 @@ data: venv
 	$(PY) -m data_prep subsets --data-dir $(DATA) --task sst2 --count 2000 --seed 13
 
 # The whole recipe at a small scale: data, a multi-task SMART stage, SMART fine-tuning on
-# SciTail 1%, prediction on SciTail dev. About 10-15 minutes on 2 CPU cores.
+# SciTail 1%, prediction on SciTail dev.
 demo: data
 	$(PY) train.py --config experiments/demo_stage1.yaml data_dir=$(DATA) overwrite=true \
 		tasks.sst2.train=$(DATA)/sst2/subsets/seed13/n2000.jsonl
