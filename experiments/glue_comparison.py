@@ -27,6 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from mtdnn.run_state import continue_keys  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 FINETUNE_TASKS = ("rte", "mrpc", "sst2")
 ARMS = ("mt-dnn", "single", "hf-trainer")
@@ -54,9 +57,8 @@ def prepare(args: argparse.Namespace) -> Path:
 
 def continue_run(folder: Path) -> list[str]:
     """Resume an interrupted run from its last checkpoint; replace one that never saved."""
-    if (folder / "last" / "training_state.pt").is_file():
-        return [f"resume={folder}"]
-    return ["overwrite=true"] if folder.exists() else []
+    return [f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+            for key, value in continue_keys(folder).items()]
 
 
 def train_cmd(tasks: str, args: argparse.Namespace, sst2_train: Path,

@@ -22,6 +22,7 @@ from mtdnn.data import Collator, TaskSplit, load_split
 from mtdnn.distributed import ONE_PROCESS, Distributed
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
+from mtdnn.inference import default_amp_dtype
 from mtdnn.model import MultiTaskModel, load_encoder
 from mtdnn.run_state import check_same_config
 from mtdnn.schema import to_dict
@@ -60,9 +61,7 @@ def choose_device(config: TrainConfig, local_rank: int = 0
     cuda = use_cuda(config)
     device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
     if config.precision == "auto":
-        if not cuda:
-            return device, None
-        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return device, default_amp_dtype(device)
     return device, {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
 
 

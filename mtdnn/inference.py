@@ -94,12 +94,17 @@ def glue_index(uid: str, path: str, line: int) -> str:
     return index
 
 
+def default_amp_dtype(device: torch.device) -> torch.dtype | None:
+    """bf16 on CUDA (fp16 where bf16 is unsupported); full precision on CPU."""
+    if device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
 def inference_device() -> tuple[torch.device, torch.dtype | None]:
-    """CUDA with bf16 (fp16 where bf16 is unsupported) when present; CPU in fp32 otherwise."""
-    if not torch.cuda.is_available():
-        return torch.device("cpu"), None
-    return torch.device("cuda"), (torch.bfloat16 if torch.cuda.is_bf16_supported()
-                                  else torch.float16)
+    """CUDA when present, with its default mixed precision; CPU in fp32 otherwise."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return device, default_amp_dtype(device)
 
 
 def checkpoint_task(checkpoints: list[Path], task_name: str) -> TaskDef:

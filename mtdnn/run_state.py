@@ -115,6 +115,14 @@ def resume_checkpoint(resume: str | None) -> Path | None:
     return path
 
 
+def continue_keys(run_dir: Path) -> dict[str, Any]:
+    """Config keys that carry on in ``run_dir``: resume an interrupted run from its last
+    checkpoint, replace one that never wrote a checkpoint, start fresh in a new folder."""
+    if (run_dir / "last" / STATE_FILE).is_file():
+        return {"resume": str(run_dir)}
+    return {"overwrite": True} if run_dir.exists() else {}
+
+
 def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
                       may_differ: tuple[str, ...] = ("resume", "progress_bar")) -> None:
     """Resuming with other settings would not continue the same run: name what differs."""

@@ -26,6 +26,7 @@ import numpy as np
 from mtdnn.config import apply_override, config_from_dict
 from mtdnn.errors import MtdnnError, run_cli
 from mtdnn.files import atomic_path, atomic_write_json, atomic_write_text
+from mtdnn.run_state import continue_keys
 from mtdnn.schema import build, load_yaml, to_dict
 from mtdnn.trainer import train
 
@@ -93,11 +94,7 @@ def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any]) -> dict[st
     keys = {**config.train, "tasks": {cell.task: {
         "train": str(train_file), "dev": str(Path(config.data_dir) / cell.task / "dev.jsonl")}},
         "data_dir": config.data_dir, "seed": cell.seed, "output_dir": str(folder),
-        "init_checkpoint": start}
-    if (folder / "last" / "training_state.pt").is_file():
-        keys["resume"] = str(folder)
-    elif folder.exists():
-        keys["overwrite"] = True
+        "init_checkpoint": start, **continue_keys(folder)}
     started = time.perf_counter()
     summary = train(config_from_dict(keys, source=f"sweep cell {folder}"))
     result = {"start_point": cell.start, "task": cell.task, "subset": cell.subset,
