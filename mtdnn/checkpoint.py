@@ -125,3 +125,12 @@ def init_heads_from(model: MultiTaskModel, path: Path) -> list[str]:
         model.heads[name].load_state_dict(_head_state(heads, name))
         copied.append(name)
     return copied
+
+
+def keep_recent(run_dir: Path, step: int, keep: int) -> None:
+    """Copy ``last`` to ``checkpoints/step-<step>`` and delete all but the newest ``keep``."""
+    folder = run_dir / "checkpoints"
+    copy_checkpoint(run_dir / "last", folder / f"step-{step}")
+    saved = sorted(folder.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+    for old in saved[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)

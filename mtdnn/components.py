@@ -130,7 +130,7 @@ def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[st
         raise MtdnnError(f"no dev metric '{best_metric}'", key="best_metric", allowed=allowed)
 
 
-RUN_FILES = ("metrics.jsonl", "summary.json", "last", "best", "tensorboard")
+RUN_FILES = ("metrics.jsonl", "summary.json", "last", "best", "tensorboard", "checkpoints")
 
 
 def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
@@ -152,6 +152,8 @@ def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
             path = run_dir / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
+    for leftover in run_dir.glob(".*.tmp"):  # a save that a kill interrupted
+        shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink()
     atomic_write_text(run_dir / "config.yaml", config_to_yaml(config))
     log.info("resolved config:\n%s", config_to_yaml(config))
     return run_dir

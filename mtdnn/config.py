@@ -110,6 +110,8 @@ class TrainConfig:
     init_checkpoint: str | None = None
     resume: str | None = None
     overwrite: bool = False
+    keep_last_n: int = field(default=0, metadata={  # also keep checkpoints/step-<N>, last n
+        "check": (lambda v: v >= 0, "a whole number >= 0")})
     pcgrad: bool = False  # gradient surgery in steps with several tasks (cycle, smart)
     freeze_encoder_steps: int = field(default=0, metadata={
         "check": (lambda v: v >= 0, "a whole number >= 0")})

@@ -21,10 +21,7 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
 
-from mtdnn.checkpoint import (
-    copy_checkpoint,
-    save_checkpoint,
-)
+from mtdnn.checkpoint import copy_checkpoint, keep_recent, save_checkpoint
 from mtdnn.components import (
     build_model,
     check_best_metric,
@@ -183,6 +180,8 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
                         training_state=training_state(state, optimizer, scheduler, scaler))
         if is_best:
             copy_checkpoint(run_dir / "last", run_dir / "best")
+        if config.keep_last_n:
+            keep_recent(run_dir, state.step, config.keep_last_n)
         distributed.barrier()
 
     def forward_backward(ref: BatchRef) -> None:

@@ -1,0 +1,64 @@
+"""A run SIGKILLed in the middle of writing a checkpoint keeps its previous one, resumes
+from it and ends with the same weights as a run that was never interrupted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from safetensors.torch import load_file
+
+from conftest import REPO, head_jsonl
+from mtdnn.checkpoint import check_checkpoint, load_model
+
+# Runs train.py's main in a child process whose second checkpoint save kills the process
+# after the encoder is written and while the heads file is being written.
+KILL_DURING_SECOND_SAVE = """
+import os, signal, sys
+import mtdnn.checkpoint as checkpoint
+calls = []
+real = checkpoint.save_file
+def dying_save_file(tensors, path, *args, **kwargs):
+    if str(path).endswith("heads.safetensors"):
+        calls.append(path)
+        if len(calls) == 2:
+            open(path, "wb").write(b"partial")
+            os.kill(os.getpid(), signal.SIGKILL)
+    return real(tensors, path, *args, **kwargs)
+checkpoint.save_file = dying_save_file
+sys.argv = ["train.py", *sys.argv[1:]]
+import runpy
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+def test_kill_during_checkpoint_write_then_resume(prepared_data: Path, tiny_encoder_dir: Path,
+                                                  tmp_path: Path) -> None:
+    rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 40)
+    common = ["tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
+              f"encoder={tiny_encoder_dir}", "batch_size=8", "max_steps=8", "eval_every_steps=2",
+              "progress_bar=false", f"cache_dir={tmp_path / 'cache'}", "smart.enabled=true",
+              "keep_last_n=2"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    run = subprocess.run([sys.executable, "train.py", *common, f"output_dir={whole}"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert sorted(p.name for p in (whole / "checkpoints").iterdir()) == ["step-6", "step-8"]
+
+    died = subprocess.run([sys.executable, "-c", KILL_DURING_SECOND_SAVE, *common,
+                           f"output_dir={killed}"], cwd=REPO, capture_output=True, text=True)
+    assert died.returncode == -9
+    assert list(killed.glob(".last.*.tmp"))  # the interrupted save's temporary folder
+    check_checkpoint(killed / "last")  # ... while `last` is the complete step-2 checkpoint
+    assert '"step": 2' in (killed / "last" / "checkpoint.json").read_text()
+    load_model(killed / "last")
+
+    resumed = subprocess.run([sys.executable, "train.py", *common, f"output_dir={killed}",
+                              f"resume={killed}"], cwd=REPO, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert not list(killed.glob(".*.tmp"))
+    for name in ("encoder/model.safetensors", "heads.safetensors", "teacher.safetensors"):
+        a, b = load_file(whole / "last" / name), load_file(killed / "last" / name)
+        assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6, name
+    assert (killed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
