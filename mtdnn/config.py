@@ -65,6 +65,8 @@ class SamplerConfig:
                   "smart"] = "proportional"
     temperature: float = field(default=1.0, metadata=_positive("temperature"))
     steps_per_epoch: int | None = field(default=None, metadata=_positive("steps_per_epoch"))
+    # batches of examples of similar length (less padding), still random every epoch
+    group_by_length: bool = False
 
 
 def _adv_weight_check() -> dict:

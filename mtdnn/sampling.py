@@ -31,9 +31,25 @@ class BatchRef:
 Step = tuple[BatchRef, ...]
 
 
-def _shuffled_batches(size: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+MEGABATCH = 50  # group_by_length sorts within chunks of this many batches
+
+
+def _shuffled_batches(size: int, batch_size: int, rng: np.random.Generator,
+                      lengths: np.ndarray | None = None) -> list[np.ndarray]:
+    """A task's examples shuffled and cut into batches. With ``lengths``, examples of
+    similar length share a batch (less padding): the shuffled order is cut into chunks of
+    ``MEGABATCH`` batches, each chunk sorted by length and cut, and the batches shuffled;
+    batch contents and order stay random from epoch to epoch."""
     order = rng.permutation(size)
-    return [order[i:i + batch_size] for i in range(0, size, batch_size)]
+    if lengths is None:
+        return [order[i:i + batch_size] for i in range(0, size, batch_size)]
+    chunk = MEGABATCH * batch_size
+    batches = []
+    for start in range(0, size, chunk):
+        part = order[start:start + chunk]
+        part = part[np.argsort(-lengths[part], kind="stable")]
+        batches += [part[i:i + batch_size] for i in range(0, len(part), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def _batches_per_task(sizes: dict[str, int], batch_size: int) -> dict[str, int]:
@@ -51,14 +67,17 @@ class TaskStreams:
     """Each task's batches in a shuffled order, reshuffled whenever a task runs out, so no
     example repeats before every example of its task has been seen."""
 
-    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
+                 lengths: dict[str, np.ndarray] | None = None) -> None:
         self.sizes, self.batch_size, self.rng = dict(sizes), batch_size, rng
+        self.lengths = lengths or {}
         self.queues: dict[str, list[np.ndarray]] = {t: [] for t in sizes}
 
     def next(self, task: str) -> BatchRef:
         queue = self.queues[task]
         if not queue:
-            queue.extend(_shuffled_batches(self.sizes[task], self.batch_size, self.rng))
+            queue.extend(_shuffled_batches(self.sizes[task], self.batch_size, self.rng,
+                                           self.lengths.get(task)))
         return BatchRef(task, queue.pop(0))
 
     def state_dict(self) -> dict:
@@ -78,13 +97,16 @@ class ProportionalSampler:
     a task and the task interleaving change every epoch.
     """
 
-    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
+                 lengths: dict[str, np.ndarray] | None = None) -> None:
         self.sizes, self.batch_size, self.rng = dict(sizes), batch_size, rng
+        self.lengths = lengths or {}
         self.num_steps = sum(_batches_per_task(sizes, batch_size).values())
 
     def plan_epoch(self) -> list[Step]:
         plan = [(BatchRef(task, batch),) for task, size in self.sizes.items()
-                for batch in _shuffled_batches(size, self.batch_size, self.rng)]
+                for batch in _shuffled_batches(size, self.batch_size, self.rng,
+                                               self.lengths.get(task))]
         order = self.rng.permutation(len(plan))
         return [plan[i] for i in order]
 
@@ -97,8 +119,9 @@ class TemperatureSampler(TaskStreams):
     """
 
     def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
-                 temperature: float = 1.0, steps_per_epoch: int | None = None) -> None:
-        super().__init__(sizes, batch_size, rng)
+                 temperature: float = 1.0, steps_per_epoch: int | None = None,
+                 lengths: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(sizes, batch_size, rng, lengths)
         self.tasks = list(self.sizes)
         self.exponent = 1.0 / temperature
         self.num_steps = steps_per_epoch or sum(_batches_per_task(sizes, batch_size).values())
@@ -119,8 +142,9 @@ class AnnealedSampler(TemperatureSampler):
     anneal towards uniform; here over the run's ``epochs``)."""
 
     def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
-                 epochs: int, steps_per_epoch: int | None = None) -> None:
-        super().__init__(sizes, batch_size, rng, 1.0, steps_per_epoch)
+                 epochs: int, steps_per_epoch: int | None = None,
+                 lengths: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(sizes, batch_size, rng, 1.0, steps_per_epoch, lengths)
         self.epochs, self.epoch = max(1, epochs), 0
 
     def plan_epoch(self) -> list[Step]:
@@ -140,8 +164,9 @@ class CycleRoundRobin(TaskStreams):
     """BERTriad's cycle round-robin: every step holds one batch of every task; an epoch is
     as many steps as the largest task has batches, the smaller tasks cycling."""
 
-    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
-        super().__init__(sizes, batch_size, rng)
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
+                 lengths: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(sizes, batch_size, rng, lengths)
         self.num_steps = max(_batches_per_task(sizes, batch_size).values())
 
     def plan_epoch(self) -> list[Step]:
@@ -152,8 +177,9 @@ class ShuffleRoundRobin(TaskStreams):
     """BERTriad's shuffle round-robin: each step one batch of a uniformly chosen task; an
     epoch is as many steps as the largest task has batches."""
 
-    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
-        super().__init__(sizes, batch_size, rng)
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
+                 lengths: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(sizes, batch_size, rng, lengths)
         self.tasks = list(sizes)
         self.num_steps = max(_batches_per_task(sizes, batch_size).values())
 
@@ -172,13 +198,16 @@ class SmartRoundRobin:
     step, and a step may hold several tasks (for gradient surgery).
     """
 
-    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator) -> None:
+    def __init__(self, sizes: dict[str, int], batch_size: int, rng: np.random.Generator,
+                 lengths: dict[str, np.ndarray] | None = None) -> None:
         self.sizes, self.batch_size, self.rng = dict(sizes), batch_size, rng
+        self.lengths = lengths or {}
         self.batches = _batches_per_task(sizes, batch_size)
         self.num_steps = max(self.batches.values())
 
     def plan_epoch(self) -> list[Step]:
-        queues = {t: _shuffled_batches(n, self.batch_size, self.rng) for t, n in self.sizes.items()}
+        queues = {t: _shuffled_batches(n, self.batch_size, self.rng, self.lengths.get(t))
+                  for t, n in self.sizes.items()}
         used = dict.fromkeys(self.sizes, 0)
         plan = []
         for step in range(self.num_steps):
@@ -194,22 +223,29 @@ class SmartRoundRobin:
         return plan
 
 
-SamplerFactory = Callable[[dict[str, int], int, np.random.Generator, SamplerConfig, int], Sampler]
+SamplerFactory = Callable[..., Sampler]
 SAMPLERS: dict[str, SamplerFactory] = {
-    "proportional": lambda sizes, bs, rng, config, epochs: ProportionalSampler(sizes, bs, rng),
-    "temperature": lambda sizes, bs, rng, config, epochs: TemperatureSampler(
-        sizes, bs, rng, config.temperature, config.steps_per_epoch),
-    "uniform": lambda sizes, bs, rng, config, epochs: TemperatureSampler(
-        sizes, bs, rng, float("inf"), config.steps_per_epoch),
-    "annealed": lambda sizes, bs, rng, config, epochs: AnnealedSampler(
-        sizes, bs, rng, epochs, config.steps_per_epoch),
-    "cycle": lambda sizes, bs, rng, config, epochs: CycleRoundRobin(sizes, bs, rng),
-    "shuffle": lambda sizes, bs, rng, config, epochs: ShuffleRoundRobin(sizes, bs, rng),
-    "smart": lambda sizes, bs, rng, config, epochs: SmartRoundRobin(sizes, bs, rng),
+    "proportional": lambda sizes, bs, rng, config, epochs, lengths: ProportionalSampler(
+        sizes, bs, rng, lengths),
+    "temperature": lambda sizes, bs, rng, config, epochs, lengths: TemperatureSampler(
+        sizes, bs, rng, config.temperature, config.steps_per_epoch, lengths),
+    "uniform": lambda sizes, bs, rng, config, epochs, lengths: TemperatureSampler(
+        sizes, bs, rng, float("inf"), config.steps_per_epoch, lengths),
+    "annealed": lambda sizes, bs, rng, config, epochs, lengths: AnnealedSampler(
+        sizes, bs, rng, epochs, config.steps_per_epoch, lengths),
+    "cycle": lambda sizes, bs, rng, config, epochs, lengths: CycleRoundRobin(
+        sizes, bs, rng, lengths),
+    "shuffle": lambda sizes, bs, rng, config, epochs, lengths: ShuffleRoundRobin(
+        sizes, bs, rng, lengths),
+    "smart": lambda sizes, bs, rng, config, epochs, lengths: SmartRoundRobin(
+        sizes, bs, rng, lengths),
 }
 
 
 def build_sampler(config: SamplerConfig, sizes: dict[str, int], batch_size: int, seed: int,
-                  epochs: int = 1) -> Sampler:
-    """The sampler ``config.kind`` over tasks of ``sizes`` examples, seeded by ``seed``."""
-    return SAMPLERS[config.kind](sizes, batch_size, np.random.default_rng(seed), config, epochs)
+                  epochs: int = 1, lengths: dict[str, np.ndarray] | None = None) -> Sampler:
+    """The sampler ``config.kind`` over tasks of ``sizes`` examples, seeded by ``seed``;
+    with ``config.group_by_length``, batches group examples of similar ``lengths``."""
+    grouped = lengths if config.group_by_length else None
+    return SAMPLERS[config.kind](sizes, batch_size, np.random.default_rng(seed), config, epochs,
+                                grouped)

@@ -121,8 +121,10 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
     data = load_task_data(config, tasks, tokenizer, distributed)
     check_best_metric(config.best_metric, tasks, data)
 
+    lengths = {t: np.array([len(ids) for ids in d.train.dataset["input_ids"]])
+               for t, d in data.items()} if config.sampler.group_by_length else None
     sampler = build_sampler(config.sampler, {t: len(d.train) for t, d in data.items()},
-                            config.batch_size, config.seed, config.epochs)
+                            config.batch_size, config.seed, config.epochs, lengths)
     accum = config.optimizer.grad_accum_steps
     total_steps = config.max_steps or math.ceil(sampler.num_steps * config.epochs / accum)
     optimizer = build_optimizer(model, config.optimizer)

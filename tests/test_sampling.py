@@ -142,3 +142,28 @@ def test_smart_round_robin_inclusion_probability() -> None:
         joined.append(sum(any(r.task == "small" for r in step) for step in plan[:50]))
     rate = np.mean(joined) / 50
     assert abs(rate - 0.25) < 0.01
+
+
+@pytest.mark.parametrize("kind", ["proportional", "smart", "temperature"])
+def test_group_by_length_pads_less_and_stays_random(kind: str) -> None:
+    rng = np.random.default_rng(0)
+    sizes = {"a": 3000, "b": 500}
+    lengths = {t: rng.integers(5, 128, n) for t, n in sizes.items()}
+
+    def padding(group: bool, seed: int) -> tuple[float, list]:
+        config = SamplerConfig(kind=kind, group_by_length=group)
+        plan = build_sampler(config, sizes, 32, seed, lengths=lengths).plan_epoch()
+        refs = [r for step in plan for r in step]
+        waste = sum(len(r.indices) * lengths[r.task][r.indices].max()
+                    - lengths[r.task][r.indices].sum() for r in refs)
+        return waste, refs
+
+    random_waste, _ = padding(False, 1)
+    grouped_waste, refs = padding(True, 1)
+    assert grouped_waste < 0.1 * random_waste
+    if kind != "temperature":  # an epoch still visits every example once
+        for task, n in sizes.items():
+            seen = np.concatenate([r.indices for r in refs if r.task == task])
+            assert sorted(seen.tolist()) == list(range(n))
+    _, other = padding(True, 2)
+    assert [r.indices.tolist() for r in refs[:5]] != [r.indices.tolist() for r in other[:5]]
