@@ -244,6 +244,8 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
         restore_sampler(sampler, state.sampler_state)
         plan = sampler.plan_epoch()
         for step_refs in plan[state.position:]:
+            if state.step >= total_steps:
+                break
             state.position += 1
             if config.freeze_encoder_steps:
                 set_encoder_frozen(model, state.step < config.freeze_encoder_steps)
@@ -287,8 +289,6 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
                 log_training(state, writer, record, scheduler.get_last_lr()[0], grad_norm)
             if config.eval_every_steps and state.step % config.eval_every_steps == 0:
                 evaluate_and_save()
-            if state.step >= total_steps:
-                break
         else:  # a complete epoch
             state.epoch, state.position = state.epoch + 1, 0
             state.sampler_state = sampler_state(sampler)
