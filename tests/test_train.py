@@ -71,3 +71,17 @@ def test_identical_runs_give_identical_losses(small_tasks: list[str], tmp_path: 
                        if e["kind"] == "train"])
     assert len(losses[0]) >= 6
     assert losses[0] == losses[1]
+
+
+def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir: Path,
+                                          tmp_path: Path) -> None:
+    from conftest import head_jsonl
+
+    rows = head_jsonl(prepared_data / "rte/dev.jsonl", tmp_path / "rte.jsonl", 40)
+    summary = train(load_config(None, [
+        "tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
+        f"encoder={tiny_encoder_dir}", "batch_size=20", "epochs=2", "progress_bar=false",
+        f"output_dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}"]))
+    evals = [e for e in read_metrics(tmp_path / "run") if e["kind"] == "eval"]
+    assert [(e["step"], e["epoch"]) for e in evals] == [(2, 1), (4, 2)]
+    assert summary["steps"] == 4
