@@ -50,6 +50,7 @@ demo: data
 # reference the SMART benchmark compares against; it is installed only here.
 bench: data
 	$(PY) -m pip install --quiet --no-deps smart-pytorch==0.0.4
+	$(PY) benchmarks/data_speed.py
 	$(PY) benchmarks/smart_cost.py
 
 clean:

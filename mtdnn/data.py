@@ -105,25 +105,37 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(f"{type(tokenizer).__name__}\n{text}".encode()).hexdigest()
 
 
+TOKENIZE_CHUNK = 1000  # examples per tokenizer call
+
+
 def _tokenize(columns: dict[str, list], task: TaskDef, tokenizer: Any,
               max_seq_len: int) -> tuple[dict[str, list], int]:
-    texts = [columns[name] for name in task.inputs]
-    encoded = tokenizer(*texts, truncation=True, max_length=max_seq_len,
-                        return_overflowing_tokens=True)
-    # Overflow pieces appear only for truncated examples; the first piece of each example
-    # is exactly what plain truncation returns.
-    mapping = encoded.pop("overflow_to_sample_mapping")
-    first: dict[int, int] = {}
-    for piece, example in enumerate(mapping):
-        first.setdefault(example, piece)
-    keep = [first[i] for i in range(len(columns["uid"]))]
-    pieces = Counter(mapping)
-    out = {key: [values[k] for k in keep] for key, values in encoded.items()
-           if key in ("input_ids", "attention_mask", "token_type_ids")}
+    out: dict[str, list] = {"input_ids": [], "attention_mask": [], "token_type_ids": []}
+    truncated = 0
+    for start in range(0, len(columns["uid"]), TOKENIZE_CHUNK):
+        texts = [columns[name][start:start + TOKENIZE_CHUNK] for name in task.inputs]
+        encoded = tokenizer(*texts, truncation=True, max_length=max_seq_len,
+                            return_overflowing_tokens=True)
+        # Overflow pieces appear only for truncated examples; the first piece of each
+        # example is exactly what plain truncation returns.
+        mapping = encoded.pop("overflow_to_sample_mapping")
+        if len(mapping) == len(texts[0]):
+            keep = None  # nothing was truncated in this chunk
+        else:
+            first: dict[int, int] = {}
+            for piece, example in enumerate(mapping):
+                first.setdefault(example, piece)
+            keep = [first[i] for i in range(len(texts[0]))]
+            truncated += sum(1 for n in Counter(mapping).values() if n > 1)
+        for key in out:
+            if key in encoded:
+                values = encoded[key]
+                out[key].extend(values if keep is None else [values[k] for k in keep])
+    out = {key: values for key, values in out.items() if values}
     out["uid"] = columns["uid"]
     if "labels" in columns:
         out["labels"] = columns["labels"]
-    return out, sum(1 for n in pieces.values() if n > 1)
+    return out, truncated
 
 
 @contextlib.contextmanager
