@@ -82,7 +82,12 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--sst2-size", type=int, default=2000)
+    parser.add_argument("--report-only", action="store_true",
+                        help="write results.csv/.md from the runs finished so far; train nothing")
     args = parser.parse_args()
+    if args.report_only:
+        write_results(args)
+        return
     sst2_train = prepare(args)
 
     stage1 = args.out / "stage1"
@@ -129,13 +134,24 @@ def collect(args: argparse.Namespace) -> list[dict]:
         for task in FINETUNE_TASKS:
             for seed in args.seeds:
                 folder = args.out / arm / task / f"seed{seed}"
+                done = folder / ("result.json" if arm == "hf-trainer" else "summary.json")
+                if not done.is_file():
+                    continue  # not run yet: the table says how many seeds each cell has
                 if arm == "hf-trainer":
-                    metrics = json.loads((folder / "result.json").read_text())["metrics"]
+                    metrics = json.loads(done.read_text())["metrics"]
                 else:
-                    summary = json.loads((folder / "summary.json").read_text())
-                    metrics = summary["last"]["metrics"][task]
+                    metrics = json.loads(done.read_text())["last"]["metrics"][task]
                 rows.append({"arm": arm, "task": task, "seed": seed, **metrics})
     return rows
+
+
+def _cell(values: list[float], arm: str) -> str:
+    if not values:
+        return "—"
+    if arm.startswith("mt-dnn stage 1"):
+        return f"{values[0]:.1f}"
+    spread = f" ± {np.std(values, ddof=1):.1f}" if len(values) > 1 else ""
+    return f"{np.mean(values):.1f}{spread} (n={len(values)})"
 
 
 def write_results(args: argparse.Namespace) -> None:
@@ -154,8 +170,7 @@ def write_results(args: argparse.Namespace) -> None:
         for task, metric in columns:
             values = [100 * r[metric] for r in rows if r["arm"] == arm and r["task"] == task
                       and metric in r]
-            cells.append("—" if not values else f"{np.mean(values):.1f} ± {np.std(values):.1f}"
-                         if len(values) > 1 else f"{values[0]:.1f}")
+            cells.append(_cell(values, arm))
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     (args.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
