@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import logging
 import time
@@ -63,7 +64,7 @@ def load_sweep_config(path: str | Path | None, overrides: list[str]) -> SweepCon
         apply_override(data, override)
     train_keys = data.pop("train", {}) or {}
     config = build(SweepConfig, data, source=path)
-    return SweepConfig(**{**config.__dict__, "train": train_keys})
+    return dataclasses.replace(config, train=train_keys)
 
 
 def subset_manifest(config: SweepConfig, task: str) -> dict[str, Any]:
