@@ -46,12 +46,12 @@ demo: data
 	@echo "tensorboard:        .venv/bin/tensorboard --logdir runs/demo"
 	@echo "Note: all-MiniLM-L6-v2 was contrastively trained on data including SNLI and MNLI."
 
-# Side-by-side measurements (not tests: these machines are noisy). smart-pytorch is the
-# reference the SMART benchmark compares against; it is installed only here.
+# Side-by-side measurements (not tests: these machines are noisy). The references are
+# installed only here: smart-pytorch (SMART) and accelerate (for Hugging Face Trainer).
 bench: data
 	$(PY) -m pip install --quiet --no-deps smart-pytorch==0.0.4
-	$(PY) benchmarks/data_speed.py
-	$(PY) benchmarks/smart_cost.py
+	$(PY) -m pip install --quiet -e '.[compare]'
+	$(PY) benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) $(DATA)

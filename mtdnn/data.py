@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from mtdnn.files import atomic_dir, read_jsonl, sha256_of
 from mtdnn.task_def import TaskDef
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 1  # bump when the cached columns change
+CACHE_FORMAT = 2  # bump when the cached columns change
 
 
 @dataclass
@@ -36,7 +35,7 @@ class TaskSplit:
 
     task: TaskDef
     path: Path
-    dataset: datasets.Dataset  # input_ids, attention_mask[, token_type_ids][, labels], uid
+    dataset: datasets.Dataset  # input_ids[, token_type_ids][, labels], uid (no padding)
     num_truncated: int
     from_cache: bool
 
@@ -110,27 +109,23 @@ TOKENIZE_CHUNK = 1000  # examples per tokenizer call
 
 def _tokenize(columns: dict[str, list], task: TaskDef, tokenizer: Any,
               max_seq_len: int) -> tuple[dict[str, list], int]:
-    out: dict[str, list] = {"input_ids": [], "attention_mask": [], "token_type_ids": []}
+    out: dict[str, list] = {"input_ids": [], "token_type_ids": []}
     truncated = 0
     for start in range(0, len(columns["uid"]), TOKENIZE_CHUNK):
         texts = [columns[name][start:start + TOKENIZE_CHUNK] for name in task.inputs]
+        # No attention mask: stored rows have no padding, so the collator derives it.
         encoded = tokenizer(*texts, truncation=True, max_length=max_seq_len,
-                            return_overflowing_tokens=True)
-        # Overflow pieces appear only for truncated examples; the first piece of each
-        # example is exactly what plain truncation returns.
-        mapping = encoded.pop("overflow_to_sample_mapping")
-        if len(mapping) == len(texts[0]):
-            keep = None  # nothing was truncated in this chunk
-        else:
-            first: dict[int, int] = {}
-            for piece, example in enumerate(mapping):
-                first.setdefault(example, piece)
-            keep = [first[i] for i in range(len(texts[0]))]
-            truncated += sum(1 for n in Counter(mapping).values() if n > 1)
+                            return_attention_mask=False)
+        # Only an example that fills max_seq_len can have been cut: re-encode those few in
+        # full to count them (cheaper than asking every example for its overflow).
+        full = [i for i, ids in enumerate(encoded["input_ids"]) if len(ids) == max_seq_len]
+        if full:
+            whole = tokenizer(*[[t[i] for i in full] for t in texts],
+                              return_attention_mask=False, return_token_type_ids=False)
+            truncated += sum(len(ids) > max_seq_len for ids in whole["input_ids"])
         for key in out:
             if key in encoded:
-                values = encoded[key]
-                out[key].extend(values if keep is None else [values[k] for k in keep])
+                out[key].extend(encoded[key])
     out = {key: values for key, values in out.items() if values}
     out["uid"] = columns["uid"]
     if "labels" in columns:
@@ -199,10 +194,10 @@ class Collator:
 
     def __call__(self, rows: dict[str, list]) -> dict[str, torch.Tensor]:
         ids = rows["input_ids"]
-        width = max(len(x) for x in ids)
-        batch = {}
-        for key, pad in (("input_ids", self.pad_token_id), ("attention_mask", 0),
-                         ("token_type_ids", 0)):
+        lengths = torch.tensor([len(x) for x in ids])
+        width = int(lengths.max())
+        batch = {"attention_mask": (torch.arange(width) < lengths[:, None]).long()}
+        for key, pad in (("input_ids", self.pad_token_id), ("token_type_ids", 0)):
             if key in rows:
                 batch[key] = torch.tensor([x + [pad] * (width - len(x)) for x in rows[key]],
                                           dtype=torch.long)

@@ -53,6 +53,8 @@ def _convert(tp: Any, value: Any, source: str | Path | None, key: str) -> Any:
             allowed=_type_name(tp) if origin is Literal else None,
         )
 
+    if tp is Any:  # free-form (validated later by whoever reads it)
+        return value
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None

@@ -35,6 +35,15 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class StartPoint:
+    """Where a cell starts (a checkpoint folder, or null for the plain encoder) and any
+    training keys of its own, e.g. ``{smart: {enabled: true}}`` for a SMART arm."""
+
+    init: str | None = None
+    train: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SweepConfig:
     """The grid, and the training config every cell starts from."""
 
@@ -42,8 +51,9 @@ class SweepConfig:
     subsets: tuple[str, ...] = ("0.1pct", "1pct", "10pct", "100pct")
     subset_seed: int = 13
     seeds: tuple[int, ...] = (13, 14, 15)
-    # start point name -> checkpoint folder; null = the plain pre-trained encoder
-    start_points: dict[str, str | None] = field(default_factory=lambda: {"encoder": None})
+    # name -> checkpoint folder, null (the plain pre-trained encoder) or a StartPoint mapping
+    start_points: dict[str, StartPoint] = field(
+        default_factory=lambda: {"encoder": StartPoint()})
     data_dir: str = "data"
     output_dir: str = "runs/domain_adaptation"
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys for every cell
@@ -63,6 +73,10 @@ def load_sweep_config(path: str | Path | None, overrides: list[str]) -> SweepCon
     for override in overrides:
         apply_override(data, override)
     train_keys = data.pop("train", {}) or {}
+    starts = data.get("start_points")
+    if isinstance(starts, dict):  # shorthand: `name: folder` or `name: null`
+        data["start_points"] = {name: {"init": value} if value is None or isinstance(value, str)
+                                else value for name, value in starts.items()}
     config = build(SweepConfig, data, source=path)
     return dataclasses.replace(config, train=train_keys)
 
@@ -82,6 +96,15 @@ def subset_manifest(config: SweepConfig, task: str) -> dict[str, Any]:
     return {name: {**files[name], "folder": folder} for name in config.subsets}
 
 
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, nested mappings merged key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        both_maps = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merged(out[key], value) if both_maps else value
+    return out
+
+
 def cell_dir(config: SweepConfig, cell: Cell) -> Path:
     return (Path(config.output_dir) / cell.start / cell.task / cell.subset /
             f"seed{cell.seed}")
@@ -92,10 +115,10 @@ def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any]) -> dict[st
     folder = cell_dir(config, cell)
     start = config.start_points[cell.start]
     train_file = Path(subset["folder"]) / subset["file"]
-    keys = {**config.train, "tasks": {cell.task: {
+    keys = {**merged(config.train, start.train), "tasks": {cell.task: {
         "train": str(train_file), "dev": str(Path(config.data_dir) / cell.task / "dev.jsonl")}},
         "data_dir": config.data_dir, "seed": cell.seed, "output_dir": str(folder),
-        "init_checkpoint": start, **continue_keys(folder)}
+        "init_checkpoint": start.init, **continue_keys(folder)}
     started = time.perf_counter()
     summary = train(config_from_dict(keys, source=f"sweep cell {folder}"))
     result = {"start_point": cell.start, "task": cell.task, "subset": cell.subset,
@@ -112,13 +135,14 @@ def run_sweep(config: SweepConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "sweep_config.json", to_dict(config))
     manifests = {task: subset_manifest(config, task) for task in config.tasks}
-    for start, path in config.start_points.items():
-        if path is not None and not Path(path).is_dir():
-            raise MtdnnError(f"start point '{start}' not found", file=path,
-                             key=f"start_points.{start}",
+    for name, start in config.start_points.items():
+        if start.init is not None and not Path(start.init).is_dir():
+            raise MtdnnError(f"start point '{name}' not found", file=start.init,
+                             key=f"start_points.{name}",
                              allowed="a checkpoint folder, or null for the plain encoder")
-    # Fail on a bad train key now, not in the tenth cell.
-    config_from_dict({**config.train, "tasks": {"x": {}}}, source="sweep config key 'train'")
+        # Fail on a bad train key now, not in the tenth cell.
+        config_from_dict({**merged(config.train, start.train), "tasks": {"x": {}}},
+                         source=f"sweep config keys 'train' and 'start_points.{name}.train'")
     for task in config.tasks:
         for subset, entry in manifests[task].items():
             if not entry["available"]:
@@ -184,12 +208,12 @@ def results_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
                     continue
                 values = [100 * r["metrics"]["accuracy"] for r in rows if r["task"] == task
                           and r["subset"] == subset and r["start_point"] == start]
-                cells.append(_mean_std(values))
+                cells.append(mean_std(values))
             lines.append(f"| {start} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _mean_std(values: list[float]) -> str:
+def mean_std(values: list[float]) -> str:
     if not values:
         return "not run"
     if len(values) == 1:

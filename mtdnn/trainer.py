@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,17 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
         metrics_file.write(json.dumps(entry) + "\n")
         metrics_file.flush()
 
+    # Training throughput of this process, evaluation and checkpointing excluded.
+    clock = {"started": time.perf_counter(), "outside_training": 0.0, "examples": 0}
+
     def evaluate_and_save() -> None:
+        started = time.perf_counter()
+        try:
+            _evaluate_and_save()
+        finally:
+            clock["outside_training"] += time.perf_counter() - started
+
+    def _evaluate_and_save() -> None:
         if not main:  # rank 0 evaluates and writes; the others wait
             distributed.barrier()
             return
@@ -236,6 +247,7 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
                 state.running[f"{ref.task}/bregman_loss"].append(breg.item())
         scaler.scale(loss * share / accum).backward()
         state.running[f"{ref.task}/loss"].append(global_loss)
+        clock["examples"] += len(ref.indices)
 
     progress = tqdm(total=total_steps, initial=state.step,
                     disable=not (config.progress_bar and main), desc="train")
@@ -301,7 +313,11 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
     writer.close()
     metrics_file.close()
     best = max(state.evals, key=lambda e: e["score"])
+    train_seconds = time.perf_counter() - clock["started"] - clock["outside_training"]
     summary = {"run_dir": str(run_dir), "steps": state.step, "best": best,
-               "last": state.evals[-1]}
+               "last": state.evals[-1], "train_seconds": round(train_seconds, 3),
+               "train_examples_per_s": round(clock["examples"] / max(train_seconds, 1e-9), 2)}
+    log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints excluded)",
+             summary["train_examples_per_s"], train_seconds)
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary

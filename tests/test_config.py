@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from mtdnn.compare import load_compare_config
 from mtdnn.config import config_from_dict, config_to_yaml, load_config
 from mtdnn.errors import MtdnnError
 from mtdnn.sweep import load_sweep_config
@@ -14,7 +15,12 @@ from mtdnn.sweep import load_sweep_config
 @pytest.mark.parametrize("path", sorted((REPO / "experiments").glob("*.yaml")),
                          ids=lambda p: p.name)
 def test_shipped_experiments_are_valid(path: Path) -> None:
-    if "start_points" in yaml.safe_load(path.read_text()):  # a sweep over training runs
+    data = yaml.safe_load(path.read_text())
+    if "arms" in data:  # a comparison of training recipes
+        comparison = load_compare_config(path, [])
+        assert comparison.arms and comparison.seeds
+        return
+    if "start_points" in data:  # a sweep over training runs
         sweep = load_sweep_config(path, [])
         assert sweep.tasks and sweep.start_points
         config_from_dict({**sweep.train, "tasks": list(sweep.tasks)})

@@ -23,7 +23,9 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
                    "--count", "8", "500", "--seed", "13")
     config = {
         "tasks": ["scitail", "snli"], "subsets": ["n8", "n500"], "seeds": [1, 2],
-        "start_points": {"encoder": None, "mt": str(stage_one / "best")},
+        # the long form of a start point: a checkpoint plus training keys of its own
+        "start_points": {"encoder": None, "mt": {"init": str(stage_one / "best"),
+                                                 "train": {"optimizer": {"lr": 1e-4}}}},
         "data_dir": str(data), "output_dir": str(tmp_path / "sweep"),
         "train": {"epochs": 1, "batch_size": 8, "encoder_layers": 2, "max_seq_len": 64,
                   "progress_bar": False, "cache_dir": str(tmp_path / "cache")},
@@ -44,6 +46,12 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
     png = (out / "results.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000
 
+    encoder_run = yaml.safe_load((out / "encoder/snli/n8/seed1/config.yaml").read_text())
+    mt_run = yaml.safe_load((out / "mt/snli/n8/seed1/config.yaml").read_text())
+    assert (encoder_run["optimizer"]["lr"], mt_run["optimizer"]["lr"]) == (5e-5, 1e-4)
+    assert mt_run["init_checkpoint"] == str(stage_one / "best")
+    assert mt_run["optimizer"]["weight_decay"] == encoder_run["optimizer"]["weight_decay"]
+
     results = sorted(out.glob("*/*/*/*/result.json"))
     assert len(results) == 8
     stamps = [p.stat().st_mtime_ns for p in results]
@@ -54,3 +62,21 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
     first_result = json.loads(results[0].read_text())
     assert set(first_result) >= {"start_point", "task", "subset", "train_size", "seed",
                                  "metrics", "wall_seconds"}
+
+
+def test_sweep_rejects_a_bad_start_point_key_before_training(tmp_path: Path) -> None:
+    data = tmp_path / "data" / "scitail" / "subsets" / "seed13"
+    data.mkdir(parents=True)
+    (data / "manifest.json").write_text(json.dumps({"files": {"n8": {
+        "file": "n8.jsonl", "size": 8, "available": True}}}))
+    config = {"tasks": ["scitail"], "subsets": ["n8"], "data_dir": str(tmp_path / "data"),
+              "output_dir": str(tmp_path / "sweep"),
+              "start_points": {"smart": {"init": None, "train": {"smart": {"enabeld": True}}}}}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([sys.executable, "-m", "mtdnn.sweep", "--config",
+                             str(tmp_path / "sweep.yaml")], cwd=REPO, text=True,
+                            capture_output=True)
+    assert result.returncode == 2
+    assert "start_points.smart.train" in result.stderr and "smart.enabeld" in result.stderr
+    assert "enabled" in result.stderr  # what is allowed
+    assert not (tmp_path / "sweep" / "smart").exists()

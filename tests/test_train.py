@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import AutoModel
 
@@ -85,3 +86,6 @@ def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir:
     evals = [e for e in read_metrics(tmp_path / "run") if e["kind"] == "eval"]
     assert [(e["step"], e["epoch"]) for e in evals] == [(2, 1), (4, 2)]
     assert summary["steps"] == 4
+    # 80 examples trained; the rate excludes the two evaluations and checkpoints
+    assert summary["train_examples_per_s"] == pytest.approx(80 / summary["train_seconds"], rel=0.01)
+    assert summary["train_seconds"] > 0

@@ -1,0 +1,102 @@
+"""Export one task of a checkpoint as a plain Hugging Face sequence classifier.
+
+    python -m mtdnn.export --checkpoint runs/demo/scitail/best --task scitail --out DIR
+
+The folder loads with ``AutoModelForSequenceClassification.from_pretrained(DIR)`` and
+``pipeline("text-classification", model=DIR)``, with the task's label names. This works
+where Hugging Face's classification head is ours (dropout → linear on the pooler output):
+BERT and its relatives. The export is checked before it is written: both models score the
+same probe inputs and must agree, otherwise the error names the encoder type.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
+
+from mtdnn.checkpoint import ENCODER_DIR, load_model
+from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.files import atomic_dir
+from mtdnn.model import MultiTaskModel, quiet_transformers
+
+PROBES = (("A man is playing a guitar on stage.", "Someone is making music."),
+          ("Cells divide.", "Mitosis is how a eukaryotic cell splits into two identical cells."))
+
+
+def sequence_classifier(model: MultiTaskModel, task_name: str, encoder_dir: Path
+                        ) -> PreTrainedModel:
+    """An ``AutoModelForSequenceClassification`` holding ``model``'s encoder and the head of
+    ``task_name`` (raises if that model type's head is not dropout → linear on the pooler)."""
+    task = model.tasks[task_name]
+    config = AutoConfig.from_pretrained(encoder_dir)
+    config.num_labels = task.num_outputs
+    if task.task_type.has_labels:
+        config.id2label = dict(enumerate(task.labels))
+        config.label2id = {label: i for i, label in enumerate(task.labels)}
+        config.problem_type = "single_label_classification"
+    else:
+        config.id2label, config.label2id = {0: "score"}, {"score": 0}
+        config.problem_type = "regression"
+    with quiet_transformers():
+        classifier = AutoModelForSequenceClassification.from_config(config)
+    head = getattr(classifier, "classifier", None)
+    base = classifier.base_model
+    if not isinstance(head, nn.Linear) or getattr(base, "pooler", None) is None:
+        raise MtdnnError(f"cannot export a '{config.model_type}' encoder: its Hugging Face "
+                         "classification head is not dropout → linear on the pooler output",
+                         file=encoder_dir, allowed="BERT-family encoders")
+    base.load_state_dict(model.encoder.state_dict())
+    head.load_state_dict(model.heads[task_name].proj.state_dict())
+    return classifier.eval()
+
+
+@torch.inference_mode()
+def check_same_outputs(model: MultiTaskModel, classifier: PreTrainedModel, task_name: str,
+                       tokenizer, encoder_dir: Path) -> None:
+    """Both models must give the same head outputs on the probe pairs."""
+    firsts, seconds = zip(*PROBES, strict=True)
+    pair = len(model.tasks[task_name].inputs) == 2
+    batch = tokenizer(list(firsts), list(seconds) if pair else None, padding=True,
+                      return_tensors="pt")
+    was_training = model.training
+    model.eval()
+    ours = model(task_name, **batch)
+    model.train(was_training)
+    theirs = classifier(**batch).logits
+    if not torch.allclose(ours, theirs, atol=1e-5, rtol=1e-4):
+        gap = (ours - theirs).abs().max().item()
+        raise MtdnnError(f"the exported model's outputs differ from the checkpoint's (max gap "
+                         f"{gap:.2e})", file=encoder_dir, allowed="BERT-family encoders")
+
+
+def export_task(checkpoint: Path, task_name: str, out: Path) -> Path:
+    """Write ``task_name`` of ``checkpoint`` to ``out`` (atomically) as an HF classifier."""
+    model, tokenizer = load_model(checkpoint)
+    if task_name not in model.tasks:
+        raise MtdnnError(f"task '{task_name}' is not in this checkpoint", file=checkpoint,
+                         key="--task", allowed=", ".join(model.tasks))
+    encoder_dir = checkpoint / ENCODER_DIR
+    classifier = sequence_classifier(model, task_name, encoder_dir)
+    check_same_outputs(model, classifier, task_name, tokenizer, encoder_dir)
+    with atomic_dir(out) as tmp, quiet_transformers():
+        classifier.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mtdnn.export", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    print(f"exported: {export_task(args.checkpoint, args.task, args.out)}")
+
+
+if __name__ == "__main__":
+    run_cli(main)

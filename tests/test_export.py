@@ -1,0 +1,52 @@
+"""Export a task as a Hugging Face sequence classifier; pipeline() agrees with predict.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from conftest import REPO, head_jsonl
+from mtdnn.inference import predict_file
+
+
+def test_exported_task_scores_like_predict(stage_one: Path, small_tasks: list[str],
+                                           tmp_path: Path) -> None:
+    from transformers import pipeline
+
+    dev = Path(next(o for o in small_tasks if o.startswith("tasks.rte.dev=")).split("=", 1)[1])
+    sample = head_jsonl(dev, tmp_path / "dev.jsonl", 24)
+    out = tmp_path / "rte-hf"
+    result = subprocess.run([sys.executable, "-m", "mtdnn.export", "--checkpoint",
+                             str(stage_one / "best"), "--task", "rte", "--out", str(out)],
+                            cwd=REPO, text=True, capture_output=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    predict_file([stage_one / "best"], "rte", sample, tmp_path / "ours.jsonl", progress=False)
+    ours = [json.loads(line) for line in (tmp_path / "ours.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in sample.read_text().splitlines()]
+    classifier = pipeline("text-classification", model=str(out), device="cpu")
+    theirs = classifier([{"text": r["sentence1"], "text_pair": r["sentence2"]} for r in rows],
+                        top_k=None, batch_size=8)
+    labels = list(ours[0]["probabilities"])
+    assert set(labels) == {"entailment", "not_entailment"}
+    for mine, scored in zip(ours, theirs, strict=True):
+        probabilities = {s["label"]: s["score"] for s in scored}
+        assert max(probabilities, key=probabilities.get) == mine["prediction"]
+        np.testing.assert_allclose([probabilities[k] for k in labels],
+                                   [mine["probabilities"][k] for k in labels], atol=1e-4)
+
+
+def test_export_of_an_unknown_task_fails_and_writes_nothing(stage_one: Path,
+                                                           tmp_path: Path) -> None:
+    out = tmp_path / "nope"
+    result = subprocess.run([sys.executable, "-m", "mtdnn.export", "--checkpoint",
+                             str(stage_one / "best"), "--task", "cola", "--out", str(out)],
+                            cwd=REPO, text=True, capture_output=True)
+    assert result.returncode == 2
+    assert "task 'cola' is not in this checkpoint" in result.stderr
+    assert "rte" in result.stderr and str(stage_one / "best") in result.stderr
+    assert not out.exists() and not list(tmp_path.iterdir())
