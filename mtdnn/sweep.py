@@ -77,8 +77,12 @@ def load_sweep_config(path: str | Path | None, overrides: list[str]) -> SweepCon
     if isinstance(starts, dict):  # shorthand: `name: folder` or `name: null`
         data["start_points"] = {name: {"init": value} if value is None or isinstance(value, str)
                                 else value for name, value in starts.items()}
-    config = build(SweepConfig, data, source=path)
-    return dataclasses.replace(config, train=train_keys)
+    config = dataclasses.replace(build(SweepConfig, data, source=path), train=train_keys)
+    for name, start in config.start_points.items():
+        # Fail on a bad train key now, not in the tenth cell.
+        config_from_dict({**merged(config.train, start.train), "tasks": {"x": {}}},
+                         source=f"{path or 'command line'} (train + start_points.{name}.train)")
+    return config
 
 
 def subset_manifest(config: SweepConfig, task: str) -> dict[str, Any]:
@@ -131,18 +135,15 @@ def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any]) -> dict[st
 
 def run_sweep(config: SweepConfig) -> Path:
     """Run every missing cell, then write the results files; returns the results folder."""
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "sweep_config.json", to_dict(config))
     manifests = {task: subset_manifest(config, task) for task in config.tasks}
     for name, start in config.start_points.items():
         if start.init is not None and not Path(start.init).is_dir():
             raise MtdnnError(f"start point '{name}' not found", file=start.init,
                              key=f"start_points.{name}",
                              allowed="a checkpoint folder, or null for the plain encoder")
-        # Fail on a bad train key now, not in the tenth cell.
-        config_from_dict({**merged(config.train, start.train), "tasks": {"x": {}}},
-                         source=f"sweep config keys 'train' and 'start_points.{name}.train'")
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "sweep_config.json", to_dict(config))
     for task in config.tasks:
         for subset, entry in manifests[task].items():
             if not entry["available"]:

@@ -31,7 +31,7 @@ GOOD_EXAMPLE = '{"uid": "a", "sentence1": "P.", "sentence2": "H.", "label": "ent
 class Case:
     kind: str  # data file | task definition | run config | CLI argument | checkpoint
     what: str
-    command: str  # data_prep | train | predict
+    command: str  # data_prep | train | predict | sweep | compare | export
     setup: Callable[[Path, dict], list[str]]  # (tmp folder, context) -> argv
     expect: str
 
@@ -61,6 +61,24 @@ def train_args(tmp: Path, ctx: dict, *extra: str, train_text: str = GOOD_EXAMPLE
 def task_def_args(tmp: Path, ctx: dict, text: str) -> list[str]:
     path = write(tmp / "tasks.yaml", text)
     return train_args(tmp, ctx, f"task_defs=[{path}]")
+
+
+def sweep_args(tmp: Path, ctx: dict, start_points: dict) -> list[str]:
+    """A sweep over one real SciTail subset (nothing trains: the error comes first)."""
+    import json
+
+    subsets = write(tmp / "data/scitail/subsets/seed13/manifest.json", json.dumps(
+        {"files": {"n8": {"file": "n8.jsonl", "size": 8, "available": True}}}))
+    config = {"tasks": ["scitail"], "subsets": ["n8"], "data_dir": str(subsets.parents[3]),
+              "output_dir": str(tmp / "sweep"), "start_points": start_points}
+    return ["--config", str(write(tmp / "sweep.yaml", json.dumps(config)))]
+
+
+def compare_args(tmp: Path, ctx: dict, arms: dict) -> list[str]:
+    import json
+
+    config = {"output_dir": str(tmp / "cmp"), "train": {"tasks": ["rte"]}, "arms": arms}
+    return ["--config", str(write(tmp / "compare.yaml", json.dumps(config)))]
 
 
 def predict_args(tmp: Path, ctx: dict, *, task: str = "rte", checkpoint: str | None = None,
@@ -157,6 +175,19 @@ CASES = [
     Case("CLI argument", "predict input with a label the checkpoint does not know", "predict",
          lambda t, c: predict_args(t, c, text=GOOD_EXAMPLE.replace("entailment", "maybe")),
          "input.jsonl:1: task 'rte': label 'maybe' is not one of the task's labels"),
+    Case("run config", "sweep start point with an unknown training key", "sweep",
+         lambda t, c: sweep_args(t, c, {"smart": {"train": {"smart": {"enabeld": True}}}}),
+         "sweep.yaml (train + start_points.smart.train): key 'smart.enabeld': unknown key"),
+    Case("run config", "sweep start point that does not exist", "sweep",
+         lambda t, c: sweep_args(t, c, {"mt": str(t / "nope")}),
+         "key 'start_points.mt': start point 'mt' not found"),
+    Case("run config", "comparison arm with a value not allowed", "compare",
+         lambda t, c: compare_args(t, c, {"plain": {}, "odd": {"sampler": {"kind": "rr"}}}),
+         "(train + arms.odd): key 'sampler.kind': unknown value 'rr' (allowed: proportional,"),
+    Case("checkpoint", "export of a task the checkpoint does not have", "export",
+         lambda t, c: ["--checkpoint", c["checkpoint"], "--task", "cola", "--out",
+                       str(t / "exported")],
+         "key '--task': task 'cola' is not in this checkpoint (allowed: rte)"),
     Case("checkpoint", "checkpoint of another task set passed to predict.py", "predict",
          lambda t, c: predict_args(t, c, task="scitail"),
          "key '--task': task 'scitail' is not in this checkpoint (allowed: rte)"),
@@ -187,6 +218,12 @@ def run_case(case: Case, tmp: Path, context: dict) -> tuple[int, str]:
         from data_prep.__main__ import main
     elif case.command == "train":
         from train import main
+    elif case.command == "sweep":
+        from mtdnn.sweep import main
+    elif case.command == "compare":
+        from mtdnn.compare import main
+    elif case.command == "export":
+        from mtdnn.export import main
     else:
         from predict import main
     argv = case.setup(tmp, context)

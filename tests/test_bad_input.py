@@ -28,6 +28,9 @@ def test_bad_input(case: Case, context: dict, tmp_path: Path) -> None:
     assert code == 2, stderr[-2000:]
     assert case.expect in stderr
     assert "Traceback" not in stderr
+    # nothing half-written where predict, export, sweeps and comparisons write
+    assert not [name for name in ("out.jsonl", "exported", "sweep", "cmp")
+                if (tmp_path / name).exists()]
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out" / "rte").exists()
 
 

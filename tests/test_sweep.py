@@ -63,20 +63,3 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
     assert set(first_result) >= {"start_point", "task", "subset", "train_size", "seed",
                                  "metrics", "wall_seconds"}
 
-
-def test_sweep_rejects_a_bad_start_point_key_before_training(tmp_path: Path) -> None:
-    data = tmp_path / "data" / "scitail" / "subsets" / "seed13"
-    data.mkdir(parents=True)
-    (data / "manifest.json").write_text(json.dumps({"files": {"n8": {
-        "file": "n8.jsonl", "size": 8, "available": True}}}))
-    config = {"tasks": ["scitail"], "subsets": ["n8"], "data_dir": str(tmp_path / "data"),
-              "output_dir": str(tmp_path / "sweep"),
-              "start_points": {"smart": {"init": None, "train": {"smart": {"enabeld": True}}}}}
-    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([sys.executable, "-m", "mtdnn.sweep", "--config",
-                             str(tmp_path / "sweep.yaml")], cwd=REPO, text=True,
-                            capture_output=True)
-    assert result.returncode == 2
-    assert "start_points.smart.train" in result.stderr and "smart.enabeld" in result.stderr
-    assert "enabled" in result.stderr  # what is allowed
-    assert not (tmp_path / "sweep" / "smart").exists()
