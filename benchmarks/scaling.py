@@ -94,7 +94,6 @@ def run(args: argparse.Namespace) -> list[Row]:
     print(grid_table(seconds, args))
     work = Path(tempfile.mkdtemp(prefix="bench_scaling_"))
     try:
-        torchrun_speed(1, args, work)  # tokenizes into the shared cache; not timed
         single = torchrun_speed(1, args, work)
         double = torchrun_speed(2, args, work)
     finally:

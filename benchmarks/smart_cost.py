@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, THREADS, Row, bench_main, in_fresh_process  # noqa: E402
 
-VARIANTS = ("plain", "rs_only", "smart", "smart_pytorch_rs")
+VARIANTS = ("plain", "rs_only", "smart", "smart_pytorch_rs", "ascent_pass")
 
 
 def measure(variant: str, steps: int, batch_size: int, layers: int, data: Path) -> dict:
@@ -54,6 +54,11 @@ def measure(variant: str, steps: int, batch_size: int, layers: int, data: Path) 
         labels = batch.pop("labels")
         extra = {"attention_mask": batch["attention_mask"],
                  "token_type_ids": batch["token_type_ids"]}
+        if variant == "ascent_pass":  # R_s's extra pass alone: forward + input-only backward
+            embeddings = model.embed_words(batch["input_ids"]).detach().requires_grad_(True)
+            outputs = model("scitail", inputs_embeds=embeddings, **extra)
+            torch.autograd.grad(torch.nn.functional.cross_entropy(outputs, labels), embeddings)
+            return
         if variant == "plain":
             outputs = model("scitail", **batch)
             loss = torch.nn.functional.cross_entropy(outputs, labels)
@@ -115,13 +120,20 @@ def table(rows: list[dict]) -> str:
     plain = next(r for r in rows if r["variant"] == "plain")
     names = {"plain": "plain fine-tuning", "rs_only": "R_s only (ours)",
              "smart": "full SMART: R_s + Bregman (ours)",
-             "smart_pytorch_rs": "R_s only (smart-pytorch SMARTLoss)"}
+             "smart_pytorch_rs": "R_s only (smart-pytorch SMARTLoss)",
+             "ascent_pass": "one ascent pass alone (forward + input-only backward)"}
     lines = ["| variant | step time (s) | ÷ plain | peak RSS (MB) | ÷ plain |",
              "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {names[r['variant']]} | {r['step_s']:.3f} | "
                      f"{r['step_s'] / plain['step_s']:.2f}× | {r['peak_rss_mb']:.0f} | "
                      f"{r['peak_rss_mb'] / plain['peak_rss_mb']:.2f}× |")
+    ascent = next(r for r in rows if r["variant"] == "ascent_pass")
+    # plain = F + B + O (forward, backward, optimizer); R_s = F + (F + B_in) + F + 2B + O
+    # = 2 × plain + (F + B_in) - O: two plain steps and one ascent pass, less an optimizer step.
+    lines.append(f"\npass-count estimate of the R_s step: 2 × plain + one ascent pass ≈ "
+                 f"{2 + ascent['step_s'] / plain['step_s']:.2f}× plain (the three forwards, "
+                 f"two full backwards and one input-only backward R_s needs)")
     ours = next(r for r in rows if r["variant"] == "rs_only")
     theirs = next(r for r in rows if r["variant"] == "smart_pytorch_rs")
     lines.append(f"\nours R_s ÷ smart-pytorch R_s step time: "

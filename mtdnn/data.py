@@ -19,6 +19,9 @@ from typing import Any
 
 import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 import torch
 
 from mtdnn.errors import MtdnnError
@@ -26,7 +29,7 @@ from mtdnn.files import atomic_dir, read_jsonl, sha256_of
 from mtdnn.task_def import TaskDef
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 2  # bump when the cached columns change
+CACHE_FORMAT = 3  # bump when the cached columns change
 
 
 @dataclass
@@ -59,8 +62,52 @@ def _label_value(task: TaskDef, value: Any, path: Path, line: int) -> int | floa
     return float(value)
 
 
+def _read_columns_fast(path: Path, task: TaskDef, require_labels: bool
+                       ) -> dict[str, list] | None:
+    """The columns of a well-formed file via Arrow's JSON reader (what HF ``datasets`` uses
+    for JSON). ``None`` for anything unusual: the line-by-line reader then reads the file
+    and its errors name the line."""
+    try:
+        table = pa_json.read_json(path)
+    except (pa.ArrowException, OSError):
+        return None
+    if len(table) == 0 or any(name not in table.column_names for name in ("uid", *task.inputs)):
+        return None
+    columns: dict[str, list] = {}
+    for name in ("uid", *task.inputs):
+        column = table.column(name)
+        if not pa.types.is_string(column.type) or column.null_count:
+            return None
+        if name != "uid" and pc.any(pc.equal(pc.utf8_trim_whitespace(column), "")).as_py():
+            return None
+        columns[name] = column.to_pylist()
+    label = table.column("label") if "label" in table.column_names else None
+    if label is None or label.null_count == len(table):
+        return None if require_labels else columns
+    if label.null_count:
+        return None
+    if task.task_type.has_labels:
+        if not pa.types.is_string(label.type):
+            return None
+        index = pc.index_in(label, value_set=pa.array(task.labels))
+        if index.null_count:
+            return None
+        columns["labels"] = index.to_pylist()
+    else:
+        if not (pa.types.is_integer(label.type) or pa.types.is_floating(label.type)):
+            return None
+        scores = pc.cast(label, pa.float64())
+        if not pc.all(pc.is_finite(scores)).as_py():
+            return None
+        columns["labels"] = scores.to_pylist()
+    return columns
+
+
 def read_examples(path: Path, task: TaskDef, require_labels: bool) -> dict[str, list]:
     """Columns of a canonical JSONL file, validated against the task; errors name the line."""
+    fast = _read_columns_fast(path, task, require_labels)
+    if fast is not None:
+        return fast
     columns: dict[str, list] = {"uid": [], **{name: [] for name in task.inputs}, "labels": []}
     for line, obj in read_jsonl(path):
         for name in task.inputs:
@@ -133,6 +180,14 @@ def _tokenize(columns: dict[str, list], task: TaskDef, tokenizer: Any,
     return out, truncated
 
 
+def _to_dataset(columns: dict[str, list]) -> datasets.Dataset:
+    """Token ids as int32 and segment ids as int8: a smaller cache, built faster than from
+    Python's int64 guesses."""
+    types = {"input_ids": pa.list_(pa.int32()), "token_type_ids": pa.list_(pa.int8())}
+    return datasets.Dataset(pa.table({key: pa.array(values, type=types.get(key))
+                                      for key, values in columns.items()}))
+
+
 @contextlib.contextmanager
 def _no_progress_bars() -> Iterator[None]:
     enabled = datasets.is_progress_bar_enabled()
@@ -150,7 +205,7 @@ def tokenize_file(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
     _check_exists(path, task)
     columns, num_truncated = _tokenize(read_examples(path, task, require_labels), task,
                                        tokenizer, max_seq_len)
-    return TaskSplit(task, path, datasets.Dataset.from_dict(columns), num_truncated, False)
+    return TaskSplit(task, path, _to_dataset(columns), num_truncated, False)
 
 
 def _check_exists(path: Path, task: TaskDef) -> None:
@@ -173,7 +228,7 @@ def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
         return TaskSplit(task, path, dataset, meta["num_truncated"], from_cache=True)
     columns, num_truncated = _tokenize(read_examples(path, task, require_labels), task,
                                        tokenizer, max_seq_len)
-    dataset = datasets.Dataset.from_dict(columns)
+    dataset = _to_dataset(columns)
     with atomic_dir(cached) as tmp, _no_progress_bars():
         dataset.save_to_disk(str(tmp))
         (tmp / "mtdnn_meta.json").write_text(json.dumps(

@@ -44,6 +44,31 @@ def test_bad_examples_name_file_and_line(tmp_path: Path, row: dict, words: str) 
     assert f"{path}:2:" in str(caught.value) and words in str(caught.value)
 
 
+@pytest.mark.parametrize("task,split,labels", [("rte", "dev", True), ("stsb", "dev", True),
+                                               ("rte", "test", False), ("sst2", "dev", True)])
+def test_arrow_reader_matches_the_line_reader(prepared_data: Path, task: str, split: str,
+                                              labels: bool, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    path = prepared_data / task / f"{split}.jsonl"
+    fast = data_module._read_columns_fast(path, TASKS[task], labels)
+    assert fast is not None and len(fast["uid"]) > 100
+    monkeypatch.setattr(data_module, "_read_columns_fast", lambda *args: None)
+    assert read_examples(path, TASKS[task], labels) == fast
+
+
+@pytest.mark.parametrize("odd", [{"uid": 7}, {"sentence1": "   "}, {"label": 1},
+                                 {"label": None}, {"extra": [1, 2]}])
+def test_arrow_reader_leaves_odd_files_to_the_line_reader(tmp_path: Path, odd: dict) -> None:
+    good = {"uid": "a", "sentence1": "P.", "sentence2": "H.", "label": "entailment"}
+    path = write_jsonl(tmp_path / "x.jsonl", [good, {**good, "uid": "b", **odd}])
+    fast = data_module._read_columns_fast(path, TASKS["rte"], require_labels=True)
+    if "extra" in odd:  # extra keys are fine
+        assert fast == {"uid": ["a", "b"], "sentence1": ["P.", "P."],
+                        "sentence2": ["H.", "H."], "labels": [0, 0]}
+    else:
+        assert fast is None
+
+
 def test_empty_file_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_text("")
