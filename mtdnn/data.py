@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,12 +135,26 @@ def read_examples(path: Path, task: TaskDef, require_labels: bool) -> dict[str, 
     return columns
 
 
+_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     """A hash of everything that decides how the tokenizer splits text.
 
     The backend's truncation and padding settings are left out: they change whenever the
-    tokenizer is called, not what it produces for a given ``max_length``.
+    tokenizer is called, not what it produces for a given ``max_length``. Remembered per
+    tokenizer object (hashing its whole vocabulary takes ~0.1 s) until its size changes.
     """
+    size = len(tokenizer)
+    known = _FINGERPRINTS.get(tokenizer)
+    if known is not None and known[0] == size:
+        return known[1]
+    fingerprint = _fingerprint(tokenizer)
+    _FINGERPRINTS[tokenizer] = (size, fingerprint)
+    return fingerprint
+
+
+def _fingerprint(tokenizer: Any) -> str:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         spec = json.loads(backend.to_str())
