@@ -31,7 +31,14 @@ def measure(variant: str, steps: int, batch_size: int, layers: int, data: Path) 
 
     from mtdnn.data import Collator, get_batch, load_split
     from mtdnn.model import MultiTaskModel, load_encoder
-    from mtdnn.smart import MeanTeacher, adversarial_loss, bregman_loss, rng_replayer, symmetric_kl
+    from mtdnn.smart import (
+        MeanTeacher,
+        adversarial_loss,
+        bregman_loss,
+        rng_replayer,
+        symmetric_kl,
+        without_parameter_grads,
+    )
     from mtdnn.task_def import load_task_defs
 
     torch.set_num_threads(THREADS)
@@ -77,7 +84,8 @@ def measure(variant: str, steps: int, batch_size: int, layers: int, data: Path) 
                 loss = loss + smart_loss(embeddings, outputs)
             else:
                 adv = adversarial_loss(forward, embeddings, outputs, batch["attention_mask"],
-                                       symmetric_kl)
+                                       symmetric_kl,
+                                       ascent_forward=without_parameter_grads(model, forward))
                 loss = loss + adv.loss
             if teacher is not None:
                 loss = loss + bregman_loss(outputs, teacher("scitail", **batch), symmetric_kl)

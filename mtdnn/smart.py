@@ -65,6 +65,7 @@ def adversarial_loss(
     step_size: float = 1e-3,
     steps: int = 1,
     generator: torch.Generator | None = None,
+    ascent_forward: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> AdversarialResult:
     """The smoothness-inducing adversarial regulariser R_s (eq. 1) for one batch.
 
@@ -78,6 +79,9 @@ def adversarial_loss(
     accumulated); g̃ = g / ‖g‖∞ per example; ν ← Π_{‖ν‖∞≤ε}(ν + η g̃). Padding positions
     are never perturbed. Returns ℓ_s(f(x + ν), f(x)) with gradients to the parameters
     through both outputs, as R_s(θ) in eq. (1) depends on θ through both.
+
+    ``ascent_forward`` (default ``forward``) runs the ascent passes; it may skip recording
+    the parameters (:func:`without_parameter_grads`), which those passes never need.
     """
     keep = mask.unsqueeze(-1).to(embeddings.dtype)
     target = clean_outputs.detach()
@@ -86,7 +90,7 @@ def adversarial_loss(
                         dtype=embeddings.dtype) * noise_std * keep
     for _ in range(steps):
         noise.requires_grad_(True)
-        ascent = divergence(forward(base + noise), target)
+        ascent = divergence((ascent_forward or forward)(base + noise), target)
         (grad,) = torch.autograd.grad(ascent, noise)
         if not torch.isfinite(grad).all():
             return AdversarialResult(None, torch.zeros_like(base))
@@ -99,6 +103,25 @@ def adversarial_loss(
     if not torch.isfinite(loss):
         return AdversarialResult(None, noise)
     return AdversarialResult(loss, noise)
+
+
+def without_parameter_grads(model: nn.Module,
+                            forward: Callable[[torch.Tensor], torch.Tensor]
+                            ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``forward`` run with ``model``'s parameters out of the autograd graph: gradients
+    still reach the input, nothing is kept for parameter gradients (a cheaper ascent pass)."""
+
+    def run(inputs: torch.Tensor) -> torch.Tensor:
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        for parameter in trainable:
+            parameter.requires_grad_(False)
+        try:
+            return forward(inputs)
+        finally:
+            for parameter in trainable:
+                parameter.requires_grad_(True)
+
+    return run
 
 
 def rng_replayer(device: torch.device) -> Callable[..., torch.Tensor]:

@@ -61,6 +61,7 @@ from mtdnn.smart import (
     bregman_loss,
     perturbation_norm,
     rng_replayer,
+    without_parameter_grads,
 )
 
 log = logging.getLogger(__name__)
@@ -228,11 +229,12 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
             loss = task_loss
             # SMART: + λ_s R_s (eq. 1) ...
             if adv_weight:
+                forward = embeddings_forward(model, replay, ref.task, extra)
                 adv = adversarial_loss(
-                    embeddings_forward(model, replay, ref.task, extra), embeddings,
-                    outputs, mask, divergence, epsilon=smart.epsilon,
+                    forward, embeddings, outputs, mask, divergence, epsilon=smart.epsilon,
                     noise_std=smart.noise_std, step_size=smart.step_size,
-                    steps=smart.ascent_steps)
+                    steps=smart.ascent_steps,
+                    ascent_forward=without_parameter_grads(model, forward))
                 if adv.loss is None:
                     state.adv_skipped += 1  # NaN/Inf ascent: skip R_s for this batch
                 else:

@@ -17,6 +17,7 @@ from mtdnn.smart import (
     squared_error,
     symmetric_kl,
     teacher_beta,
+    without_parameter_grads,
 )
 from mtdnn.task_def import load_task_defs
 
@@ -120,6 +121,39 @@ def test_gradients_flow_to_parameters_not_from_the_ascent(tiny_model: MultiTaskM
     result.loss.backward()
     assert model.heads["rte"].proj.weight.grad.abs().sum() > 0
     assert model.encoder.get_input_embeddings().weight.grad.abs().sum() > 0
+
+
+def test_ascent_without_parameter_grads_finds_the_same_perturbation(
+        tiny_model: MultiTaskModel) -> None:
+    model = copy.deepcopy(tiny_model)
+    model.encoder.embeddings.requires_grad_(False)  # frozen before: must stay frozen
+    inputs = batch()
+    mask = inputs["attention_mask"]
+    embeddings = model.embed_words(inputs["input_ids"]).detach()
+    clean = model("rte", inputs_embeds=embeddings, attention_mask=mask)
+
+    def forward(e: torch.Tensor) -> torch.Tensor:
+        return model("rte", inputs_embeds=e, attention_mask=mask)
+
+    seen_trainable = []
+
+    def frozen_and_watched(e: torch.Tensor) -> torch.Tensor:
+        out = without_parameter_grads(model, forward)(e)
+        seen_trainable.append(out.grad_fn is not None)
+        return out
+
+    results = []
+    for ascent_forward in (None, frozen_and_watched):
+        generator = torch.Generator().manual_seed(3)
+        results.append(adversarial_loss(forward, embeddings, clean, mask, symmetric_kl,
+                                        epsilon=0.05, noise_std=0.01, step_size=0.05, steps=2,
+                                        generator=generator, ascent_forward=ascent_forward))
+    assert torch.equal(results[0].delta, results[1].delta)
+    assert results[0].loss.item() == results[1].loss.item()
+    assert seen_trainable == [True, True]  # still differentiable in the noise
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert "heads.rte.proj.weight" in trainable
+    assert not any(n.startswith("encoder.embeddings.") for n in trainable)
 
 
 def test_shared_dropout_isolates_the_perturbation(tiny_encoder_dir) -> None:
