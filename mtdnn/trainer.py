@@ -164,15 +164,22 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
     # Training throughput of this process, evaluation and checkpointing excluded.
     clock = {"started": time.perf_counter(), "outside_training": 0.0, "examples": 0}
 
-    def evaluate_and_save() -> None:
+    def evaluate_and_save(evaluate: bool = True) -> None:
         started = time.perf_counter()
         try:
-            _evaluate_and_save()
+            _evaluate_and_save(evaluate)
         finally:
             clock["outside_training"] += time.perf_counter() - started
 
-    def _evaluate_and_save() -> None:
+    def _evaluate_and_save(evaluate: bool) -> None:
         if not main:  # rank 0 evaluates and writes; the others wait
+            distributed.barrier()
+            return
+        if not evaluate:  # an epoch's end without evaluation: still a resumable `last`
+            save_checkpoint(run_dir / "last", model, tokenizer, config_yaml,
+                            {"step": state.step, "epoch": state.epoch, "metrics": None},
+                            teacher=teacher,
+                            training_state=training_state(state, optimizer, scheduler, scaler))
             distributed.barrier()
             return
         metrics = {t: evaluate_split(model, d.dev, d.collator, config.eval_batch_size, device,
@@ -306,7 +313,7 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
         else:  # a complete epoch
             state.epoch, state.position = state.epoch + 1, 0
             state.sampler_state = sampler_state(sampler)
-            evaluate_and_save()
+            evaluate_and_save(config.eval_every_epoch or state.step >= total_steps)
     if not state.evals or state.evals[-1]["step"] != state.step:
         evaluate_and_save()
     progress.close()

@@ -74,6 +74,23 @@ def test_identical_runs_give_identical_losses(small_tasks: list[str], tmp_path: 
     assert losses[0] == losses[1]
 
 
+def test_evaluation_at_the_end_only(prepared_data: Path, tiny_encoder_dir: Path,
+                                    tmp_path: Path) -> None:
+    from conftest import head_jsonl
+
+    rows = head_jsonl(prepared_data / "rte/dev.jsonl", tmp_path / "rte.jsonl", 40)
+    summary = train(load_config(None, [
+        "tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
+        f"encoder={tiny_encoder_dir}", "batch_size=20", "epochs=3", "progress_bar=false",
+        "eval_every_epoch=false", f"output_dir={tmp_path / 'run'}",
+        f"cache_dir={tmp_path / 'cache'}"]))
+    evals = [e for e in read_metrics(tmp_path / "run") if e["kind"] == "eval"]
+    assert [(e["step"], e["epoch"]) for e in evals] == [(6, 3)]
+    assert summary["last"]["step"] == 6 and summary["best"]["step"] == 6
+    saved = json.loads((tmp_path / "run/last/checkpoint.json").read_text())
+    assert saved["step"] == 6 and saved["metrics"] == summary["last"]["metrics"]
+
+
 def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir: Path,
                                           tmp_path: Path) -> None:
     from conftest import head_jsonl
