@@ -74,18 +74,26 @@ def test_identical_runs_give_identical_losses(small_tasks: list[str], tmp_path: 
     assert losses[0] == losses[1]
 
 
-def test_evaluation_at_the_end_only(prepared_data: Path, tiny_encoder_dir: Path,
-                                    tmp_path: Path) -> None:
+def tiny_rte_run(data: Path, encoder: Path, tmp_path: Path, *overrides: str
+                 ) -> tuple[dict, list[tuple[int, int]]]:
+    """40 RTE examples (train = dev), batch 20, the tiny encoder: summary and eval points."""
     from conftest import head_jsonl
 
-    rows = head_jsonl(prepared_data / "rte/dev.jsonl", tmp_path / "rte.jsonl", 40)
+    rows = head_jsonl(data / "rte/dev.jsonl", tmp_path / "rte.jsonl", 40)
     summary = train(load_config(None, [
-        "tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
-        f"encoder={tiny_encoder_dir}", "batch_size=20", "epochs=3", "progress_bar=false",
-        "eval_every_epoch=false", f"output_dir={tmp_path / 'run'}",
-        f"cache_dir={tmp_path / 'cache'}"]))
-    evals = [e for e in read_metrics(tmp_path / "run") if e["kind"] == "eval"]
-    assert [(e["step"], e["epoch"]) for e in evals] == [(6, 3)]
+        "tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}", f"encoder={encoder}",
+        "batch_size=20", "progress_bar=false", f"output_dir={tmp_path / 'run'}",
+        f"cache_dir={tmp_path / 'cache'}", *overrides]))
+    evals = [(e["step"], e["epoch"]) for e in read_metrics(tmp_path / "run")
+             if e["kind"] == "eval"]
+    return summary, evals
+
+
+def test_evaluation_at_the_end_only(prepared_data: Path, tiny_encoder_dir: Path,
+                                    tmp_path: Path) -> None:
+    summary, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "epochs=3",
+                                  "eval_every_epoch=false")
+    assert evals == [(6, 3)]
     assert summary["last"]["step"] == 6 and summary["best"]["step"] == 6
     saved = json.loads((tmp_path / "run/last/checkpoint.json").read_text())
     assert saved["step"] == 6 and saved["metrics"] == summary["last"]["metrics"]
@@ -93,15 +101,8 @@ def test_evaluation_at_the_end_only(prepared_data: Path, tiny_encoder_dir: Path,
 
 def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir: Path,
                                           tmp_path: Path) -> None:
-    from conftest import head_jsonl
-
-    rows = head_jsonl(prepared_data / "rte/dev.jsonl", tmp_path / "rte.jsonl", 40)
-    summary = train(load_config(None, [
-        "tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
-        f"encoder={tiny_encoder_dir}", "batch_size=20", "epochs=2", "progress_bar=false",
-        f"output_dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}"]))
-    evals = [e for e in read_metrics(tmp_path / "run") if e["kind"] == "eval"]
-    assert [(e["step"], e["epoch"]) for e in evals] == [(2, 1), (4, 2)]
+    summary, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "epochs=2")
+    assert evals == [(2, 1), (4, 2)]
     assert summary["steps"] == 4
     # 80 examples trained; the rate excludes the two evaluations and checkpoints
     assert summary["train_examples_per_s"] == pytest.approx(80 / summary["train_seconds"], rel=0.01)
