@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, THREADS, Row, bench_main  # noqa: E402
+from benchmarks.train_speed import small_dev  # noqa: E402
 
 
 def step_grid(args: argparse.Namespace) -> dict[tuple[int, int], float]:
@@ -71,9 +72,7 @@ def grid_table(seconds: dict[tuple[int, int], float], args: argparse.Namespace) 
 
 def torchrun_speed(processes: int, args: argparse.Namespace, work: Path) -> float:
     """examples/s of a short SciTail run with ``processes`` ranks sharing the 2 cores."""
-    dev = work / "dev.jsonl"
-    dev.write_text("\n".join((args.data_dir / "scitail" / "dev.jsonl").read_text()
-                             .splitlines()[:32]) + "\n")
+    dev = small_dev(args.data_dir, "scitail", work)
     out = work / f"run{processes}"
     env = {**os.environ, "OMP_NUM_THREADS": str(THREADS // processes), "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}

@@ -4,7 +4,7 @@
 
 Every run starts from the config's ``train`` keys with its arm's keys laid over them (for
 instance ``sampler: {kind: smart}`` or ``pcgrad: true``) and its seed. A finished run (its
-``summary.json`` exists) is skipped and an interrupted one resumes from its last
+``result.json`` exists) is skipped and an interrupted one resumes from its last
 checkpoint, so a comparison can run in several parts. Writes ``results.csv`` (one row per
 run and task: dev metrics after the last step, wall time) and ``results.md`` (arms × task
 metrics, mean ± std over seeds).

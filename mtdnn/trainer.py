@@ -175,33 +175,32 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
         if not main:  # rank 0 evaluates and writes; the others wait
             distributed.barrier()
             return
-        if not evaluate:  # an epoch's end without evaluation: still a resumable `last`
-            save_checkpoint(run_dir / "last", model, tokenizer, config_yaml,
-                            {"step": state.step, "epoch": state.epoch, "metrics": None},
-                            teacher=teacher,
-                            training_state=training_state(state, optimizer, scheduler, scaler))
-            distributed.barrier()
-            return
-        metrics = {t: evaluate_split(model, d.dev, d.collator, config.eval_batch_size, device,
-                                     amp_dtype) for t, d in data.items() if d.dev is not None}
-        for task, values in metrics.items():
-            for name, value in values.items():
-                writer.add_scalar(f"eval/{task}/{name}", value, state.step)
-        score = score_of(metrics, config.best_metric) if metrics else -state.step
-        is_best = score > state.best_score
-        state.best_score = max(state.best_score, score)
-        entry = {"kind": "eval", "step": state.step, "epoch": state.epoch, "metrics": metrics,
-                 "score": score, "best": is_best}
-        record(entry)
-        state.evals.append(entry)
-        log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
-                 " (best)" if is_best else "")
-        info = {"step": state.step, "epoch": state.epoch, "metrics": metrics, "score": score}
+        # Without evaluation (an epoch's end with eval_every_epoch off) `last` is still saved,
+        # so the run stays resumable.
+        info: dict[str, Any] = {"step": state.step, "epoch": state.epoch, "metrics": None}
+        is_best = False
+        if evaluate:
+            metrics = {t: evaluate_split(model, d.dev, d.collator, config.eval_batch_size,
+                                         device, amp_dtype)
+                       for t, d in data.items() if d.dev is not None}
+            for task, values in metrics.items():
+                for name, value in values.items():
+                    writer.add_scalar(f"eval/{task}/{name}", value, state.step)
+            score = score_of(metrics, config.best_metric) if metrics else -state.step
+            is_best = score > state.best_score
+            state.best_score = max(state.best_score, score)
+            entry = {"kind": "eval", "step": state.step, "epoch": state.epoch,
+                     "metrics": metrics, "score": score, "best": is_best}
+            record(entry)
+            state.evals.append(entry)
+            log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
+                     " (best)" if is_best else "")
+            info.update(metrics=metrics, score=score)
         save_checkpoint(run_dir / "last", model, tokenizer, config_yaml, info, teacher=teacher,
                         training_state=training_state(state, optimizer, scheduler, scaler))
         if is_best:
             copy_checkpoint(run_dir / "last", run_dir / "best")
-        if config.keep_last_n:
+        if evaluate and config.keep_last_n:
             keep_recent(run_dir, state.step, config.keep_last_n)
         distributed.barrier()
 
