@@ -31,19 +31,21 @@ class BatchRef:
 Step = tuple[BatchRef, ...]
 
 
-MEGABATCH = 50  # group_by_length sorts within chunks of this many batches
+MEGABATCH = 50  # group_by_length sorts within chunks of at most this many batches
 
 
 def _shuffled_batches(size: int, batch_size: int, rng: np.random.Generator,
                       lengths: np.ndarray | None = None) -> list[np.ndarray]:
     """A task's examples shuffled and cut into batches. With ``lengths``, examples of
     similar length share a batch (less padding): the shuffled order is cut into chunks of
-    ``MEGABATCH`` batches, each chunk sorted by length and cut, and the batches shuffled;
-    batch contents and order stay random from epoch to epoch."""
+    ``size // (4 * batch_size)`` batches (1 to ``MEGABATCH``, the rule of HF's
+    ``LengthGroupedSampler``), each chunk sorted by length and cut, and the batches
+    shuffled. Small tasks thus get small chunks: sorting a whole small task would give the
+    same batches every epoch, and that measurably cost dev accuracy (docs/results.md)."""
     order = rng.permutation(size)
     if lengths is None:
         return [order[i:i + batch_size] for i in range(0, size, batch_size)]
-    chunk = MEGABATCH * batch_size
+    chunk = min(MEGABATCH, max(1, size // (4 * batch_size))) * batch_size
     batches = []
     for start in range(0, size, chunk):
         part = order[start:start + chunk]

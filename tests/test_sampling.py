@@ -167,3 +167,19 @@ def test_group_by_length_pads_less_and_stays_random(kind: str) -> None:
             assert sorted(seen.tolist()) == list(range(n))
     _, other = padding(True, 2)
     assert [r.indices.tolist() for r in refs[:5]] != [r.indices.tolist() for r in other[:5]]
+
+
+def test_group_by_length_keeps_small_tasks_random() -> None:
+    """A small task is not sorted whole (that would repeat the same batches every epoch):
+    chunks hold size // (4 × batch) batches, as HF's LengthGroupedSampler."""
+    lengths = {"small": np.arange(240)}
+    sampler = build_sampler(SamplerConfig(group_by_length=True), {"small": 240}, 16, 0,
+                            lengths=lengths)
+    epochs = [{tuple(sorted(r.indices.tolist())) for step in sampler.plan_epoch() for r in step}
+              for _ in range(2)]
+    assert epochs[0] != epochs[1]
+    # 240 // 64 = 3 batches per chunk: each chunk of 48 is sorted, so a batch spans a
+    # narrower length range than a random batch but is not one of the 15 fixed slices.
+    spans = [max(b) - min(b) for b in epochs[0]]
+    assert np.mean(spans) < 0.5 * 240
+    assert epochs[0] != {tuple(range(i, i + 16)) for i in range(0, 240, 16)}
