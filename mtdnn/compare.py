@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mtdnn.config import apply_override, config_from_dict
+from mtdnn.config import config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, run_cli
 from mtdnn.files import atomic_path, atomic_write_json, atomic_write_text
 from mtdnn.run_state import continue_keys
-from mtdnn.schema import build, load_yaml, to_dict
+from mtdnn.schema import build, to_dict
 from mtdnn.sweep import mean_std, merged
 from mtdnn.trainer import train
 
@@ -43,9 +43,7 @@ class CompareConfig:
 
 
 def load_compare_config(path: str | Path | None, overrides: list[str]) -> CompareConfig:
-    data = (load_yaml(path) or {}) if path else {}
-    for override in overrides:
-        apply_override(data, override)
+    data = load_mapping(path, overrides)
     config = build(CompareConfig, data, source=path)
     for name, keys in config.arms.items():
         if not isinstance(keys, dict):

@@ -179,6 +179,19 @@ def _normalise(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def load_mapping(path: str | Path | None, overrides: list[str] = ()) -> dict[str, Any]:
+    """A YAML file's top-level mapping (empty without a file) with ``key=value`` overrides
+    laid over it; the experiment runners validate the result into their own dataclass."""
+    data = load_yaml(path) if path is not None else None
+    if data is not None and not isinstance(data, dict):
+        raise MtdnnError(f"expected a mapping of config keys, found {type(data).__name__}",
+                         file=path, allowed="`key: value` lines at the top level")
+    data = data or {}
+    for override in overrides:
+        apply_override(data, override)
+    return data
+
+
 def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from plain data."""
     config = build(TrainConfig, _normalise(dict(data)), source=source)

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from mtdnn.config import apply_override, config_from_dict
+from mtdnn.config import config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, run_cli
 from mtdnn.files import atomic_path, atomic_write_json, atomic_write_text
 from mtdnn.run_state import continue_keys
-from mtdnn.schema import build, load_yaml, to_dict
+from mtdnn.schema import build, to_dict
 from mtdnn.trainer import train
 
 log = logging.getLogger(__name__)
@@ -69,9 +69,7 @@ class Cell:
 
 def load_sweep_config(path: str | Path | None, overrides: list[str]) -> SweepConfig:
     """Load the sweep YAML with ``key=value`` overrides (``train.*`` keys reach every cell)."""
-    data = (load_yaml(path) or {}) if path else {}
-    for override in overrides:
-        apply_override(data, override)
+    data = load_mapping(path, overrides)
     train_keys = data.pop("train", {}) or {}
     starts = data.get("start_points")
     if isinstance(starts, dict):  # shorthand: `name: folder` or `name: null`
