@@ -185,7 +185,7 @@ def load_mapping(path: str | Path | None, overrides: list[str] = ()) -> dict[str
     data = load_yaml(path) if path is not None else None
     if data is not None and not isinstance(data, dict):
         raise MtdnnError(f"expected a mapping of config keys, found {type(data).__name__}",
-                         file=path, allowed="`key: value` lines at the top level")
+                         file=path, allowed="key: value lines at the top level")
     data = data or {}
     for override in overrides:
         apply_override(data, override)
