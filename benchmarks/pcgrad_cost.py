@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> list[Row]:
         shutil.rmtree(work, ignore_errors=True)
     step = {v: statistics.median(r["step_s"] for r in runs) for v, runs in results.items()}
     peak = {v: max(r["peak_rss_mb"] for r in runs) for v, runs in results.items()}
-    print("| variant | step time (s) | ÷ summed | peak RSS (MB) | ÷ summed |\n|---|---|---|---|---|")
+    print("| variant | step time (s) | ÷ summed | peak RSS (MB) | ÷ summed |")
+    print("|---|---|---|---|---|")
     for v in VARIANTS:
         print(f"| {v} | {step[v]:.3f} | {step[v] / step['summed']:.2f}× | {peak[v]:.0f} | "
               f"{peak[v] / peak['summed']:.2f}× |")
