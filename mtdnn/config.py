@@ -126,6 +126,8 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     eval_every_steps: int | None = field(default=None, metadata=_positive("eval_every_steps"))
+    # A resumable `last` every N steps without evaluating: long epochs survive a lost session.
+    save_every_steps: int | None = field(default=None, metadata=_positive("save_every_steps"))
     # false: evaluate only at the end (and every eval_every_steps); epochs still end with a
     # resumable `last` checkpoint. Saves time in sweeps that report the final metric only.
     eval_every_epoch: bool = True

@@ -309,6 +309,8 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
                 log_training(state, writer, record, scheduler.get_last_lr()[0], grad_norm)
             if config.eval_every_steps and state.step % config.eval_every_steps == 0:
                 evaluate_and_save()
+            elif config.save_every_steps and state.step % config.save_every_steps == 0:
+                evaluate_and_save(evaluate=False)
         else:  # a complete epoch
             state.epoch, state.position = state.epoch + 1, 0
             state.sampler_state = sampler_state(sampler)

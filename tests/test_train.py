@@ -107,3 +107,22 @@ def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir:
     # 80 examples trained; the rate excludes the two evaluations and checkpoints
     assert summary["train_examples_per_s"] == pytest.approx(80 / summary["train_seconds"], rel=0.01)
     assert summary["train_seconds"] > 0
+
+
+def test_save_every_steps_saves_without_evaluating(prepared_data: Path, tiny_encoder_dir: Path,
+                                                  tmp_path: Path, monkeypatch) -> None:
+    import mtdnn.trainer
+
+    saves = []
+    real_save = mtdnn.trainer.save_checkpoint
+
+    def recording_save(folder, *args, **kwargs):
+        saves.append((args[3]["step"], args[3]["metrics"] is None))
+        return real_save(folder, *args, **kwargs)
+
+    monkeypatch.setattr(mtdnn.trainer, "save_checkpoint", recording_save)
+    summary, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "batch_size=10",
+                                  "epochs=1", "eval_every_epoch=false", "save_every_steps=3")
+    assert saves == [(3, True), (4, False)]  # step 3 saved unevaluated; the end evaluated
+    assert evals == [(4, 1)]
+    assert summary["steps"] == 4
