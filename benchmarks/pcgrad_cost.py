@@ -1,7 +1,7 @@
 """PCGrad's cost, measured side by side: step time and peak memory of the same multi-task
 steps with PCGrad on and off.
 
-    python benchmarks/pcgrad_cost.py [--steps 6] [--batch-size 16] [--layers 6]
+    python benchmarks/pcgrad_cost.py [--steps 8] [--rounds 1] [--batch-size 16] [--layers 6]
 
 The mix of issue 7's schedule comparison (RTE + MRPC + SST-2 2,000 + SciTail 10%) under the
 ``smart`` round-robin schedule, so most steps hold several tasks. Each variant runs our
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--data-dir", type=Path, default=REPO / "data")

@@ -3,10 +3,12 @@ R_s only, full SMART (R_s + Bregman), and the R_s of the PyPI package ``smart-py
 
     python benchmarks/smart_cost.py [--steps 8] [--batch-size 32] [--layers 6]
 
-Each variant runs in its own process (so peak RSS is its own), on the same real SciTail
-pairs, the 6-layer packaged encoder, batch 32, 2 torch threads; the variants are run in
-turn, several rounds, and the median step time is reported. Ratios are variant ÷ plain
-(lower is better).
+Same real SciTail pairs, 6-layer packaged encoder, batch 32, 2 torch threads. Step times
+come from one process that runs the variants interleaved, one step each on the same batch,
+round after round (the starting variant rotates): a slow moment of this shared machine
+then hits every variant alike, and the ratios are paired. Median over rounds. Peak memory
+comes from each variant in its own fresh process (peak RSS is its own). Ratios are
+variant ÷ plain (lower is better).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -24,8 +27,9 @@ from benchmarks.common import REPO, THREADS, Row, bench_main, in_fresh_process  
 VARIANTS = ("plain", "rs_only", "smart", "smart_pytorch_rs", "ascent_pass")
 
 
-def measure(variant: str, steps: int, batch_size: int, layers: int, data: Path) -> dict:
-    """Run ``steps`` training steps of ``variant`` in this process; time and memory."""
+def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teacher: bool
+            ) -> tuple[Callable[[str, dict], None], list[dict]]:
+    """A training step for any variant on one shared model, and ``n_batches`` batches."""
     import numpy as np
     import torch
 
@@ -49,15 +53,15 @@ def measure(variant: str, steps: int, batch_size: int, layers: int, data: Path) 
     split = load_split(data, task, tokenizer, 128, data.parent / ".bench_cache")
     collator = Collator(tokenizer.pad_token_id, torch.long)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
-    teacher = MeanTeacher(model, 1000) if variant == "smart" else None
+    teacher = MeanTeacher(model, 1000) if with_teacher else None
     rng = np.random.default_rng(0)
     batches = [get_batch(split, rng.choice(len(split), batch_size, replace=False), collator)
-               for _ in range(steps + 2)]
-    if variant == "smart_pytorch_rs":
-        from smart_pytorch import SMARTLoss
-        from smart_pytorch.loss import kl_loss, sym_kl_loss
+               for _ in range(n_batches)]
+    from smart_pytorch import SMARTLoss
+    from smart_pytorch.loss import kl_loss, sym_kl_loss
 
-    def step(batch: dict) -> None:
+    def step(variant: str, batch: dict) -> None:
+        batch = dict(batch)
         labels = batch.pop("labels")
         extra = {"attention_mask": batch["attention_mask"],
                  "token_type_ids": batch["token_type_ids"]}
@@ -87,41 +91,53 @@ def measure(variant: str, steps: int, batch_size: int, layers: int, data: Path) 
                                        symmetric_kl,
                                        ascent_forward=without_parameter_grads(model, forward))
                 loss = loss + adv.loss
-            if teacher is not None:
+            if variant == "smart":
                 loss = loss + bregman_loss(outputs, teacher("scitail", **batch), symmetric_kl)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if teacher is not None:
+        if variant == "smart":
             teacher.update(model)
 
-    for batch in batches[:2]:  # warm-up: allocator, optimizer state
-        step(dict(batch))
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    times = []
-    for batch in batches[2:]:
-        started = time.perf_counter()
-        step(dict(batch))
-        times.append(time.perf_counter() - started)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"variant": variant, "step_s": statistics.median(times), "peak_rss_mb": peak / 1024,
-            "rss_growth_mb": (peak - rss_before) / 1024}
+    return step, batches
+
+
+def measure_times(steps: int, batch_size: int, layers: int, data: Path) -> dict:
+    """Median step time of every variant, interleaved on the same batches."""
+    step, batches = stepper(batch_size, layers, data, steps + 1, with_teacher=True)
+    for variant in VARIANTS:  # warm-up: allocator, optimizer state, teacher
+        step(variant, batches[0])
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for i, batch in enumerate(batches[1:]):
+        for variant in VARIANTS[i % len(VARIANTS):] + VARIANTS[:i % len(VARIANTS)]:
+            started = time.perf_counter()
+            step(variant, batch)
+            times[variant].append(time.perf_counter() - started)
+    return {v: statistics.median(t) for v, t in times.items()}
+
+
+def measure_memory(variant: str, batch_size: int, layers: int, data: Path) -> dict:
+    """Peak RSS of a process that runs only ``variant`` (3 steps: the optimizer state and,
+    for full SMART, the teacher are allocated by then)."""
+    step, batches = stepper(batch_size, layers, data, 3, with_teacher=variant == "smart")
+    for batch in batches:
+        step(variant, batch)
+    return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def child(args: argparse.Namespace) -> dict:
+    if args.child == "times":
+        return measure_times(args.steps, args.batch_size, args.layers, args.data)
+    return measure_memory(args.child, args.batch_size, args.layers, args.data)
 
 
 def run_all(args: argparse.Namespace) -> list[dict]:
-    results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
-    for _ in range(args.rounds):
-        for variant in VARIANTS:
-            results[variant].append(in_fresh_process(
-                Path(__file__), variant, "--steps", str(args.steps), "--batch-size",
-                str(args.batch_size), "--layers", str(args.layers), "--data", str(args.data)))
-    rows = []
-    for variant in VARIANTS:
-        runs = results[variant]
-        rows.append({"variant": variant,
-                     "step_s": statistics.median(r["step_s"] for r in runs),
-                     "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)})
-    return rows
+    sizes = ["--steps", str(args.steps), "--batch-size", str(args.batch_size), "--layers",
+             str(args.layers), "--data", str(args.data)]
+    step_s = in_fresh_process(Path(__file__), "times", *sizes)
+    return [{"variant": v, "step_s": step_s[v],
+             "peak_rss_mb": in_fresh_process(Path(__file__), v, *sizes)["peak_rss_mb"]}
+            for v in VARIANTS]
 
 
 def table(rows: list[dict]) -> str:
@@ -165,25 +181,23 @@ def summary_rows(measured: list[dict]) -> list[Row]:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    print(f"SMART cost: {args.layers}-layer packaged encoder, batch {args.batch_size}, "
-          f"{args.steps} timed steps × {args.rounds} rounds; peak memory = peak RSS of the "
-          f"variant's own process")
+    print(f"SMART cost: {args.layers}-layer packaged encoder, batch {args.batch_size}; step "
+          f"time = median of {args.steps} interleaved rounds in one process; peak memory = "
+          f"peak RSS of the variant's own process")
     measured = run_all(args)
     print(table(measured))
     return summary_rows(measured)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "scitail" / "train.jsonl")
 
 
 def main() -> None:
-    bench_main(__doc__, add_arguments, run, lambda args: measure(
-        args.child, args.steps, args.batch_size, args.layers, args.data))
+    bench_main(__doc__, add_arguments, run, child)
 
 if __name__ == "__main__":
     main()
