@@ -205,12 +205,8 @@ def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
     """Load ``path`` (or start empty), apply ``key=value`` overrides, validate."""
-    data: dict[str, Any] = {}
+    data = load_mapping(path)
     if path is not None:
-        loaded = load_yaml(path)
-        if loaded is not None and not isinstance(loaded, dict):
-            raise MtdnnError("expected a mapping of config keys", file=path)
-        data = loaded or {}
         # The file alone first, so that its mistakes name the file ...
         config_from_dict({"tasks": {"any": {}}, **copy.deepcopy(data)}, source=path)
     for override in overrides:
