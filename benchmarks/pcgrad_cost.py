@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, THREADS, Row, bench_main, in_fresh_process  # noqa: E402
-from benchmarks.train_speed import small_dev  # noqa: E402
+from benchmarks.common import REPO, Row, bench_main, in_fresh_process  # noqa: E402
+from benchmarks.train_speed import train_ours  # noqa: E402
 
 VARIANTS = ("summed", "pcgrad")
 TRAIN_FILES = {"rte": "rte/train.jsonl", "mrpc": "mrpc/train.jsonl",
@@ -32,21 +32,9 @@ TRAIN_FILES = {"rte": "rte/train.jsonl", "mrpc": "mrpc/train.jsonl",
 
 
 def measure(variant: str, args: argparse.Namespace) -> dict:
-    import torch
-
-    from mtdnn.config import load_config
-    from mtdnn.trainer import train
-
-    torch.set_num_threads(THREADS)
-    overrides = [f"tasks=[{','.join(TRAIN_FILES)}]",
-                 *[f"tasks.{t}.train={args.data_dir / f}" for t, f in TRAIN_FILES.items()],
-                 *[f"tasks.{t}.dev={small_dev(args.data_dir, t, args.work)}" for t in TRAIN_FILES],
-                 f"data_dir={args.data_dir}", f"max_steps={args.steps}",
-                 f"batch_size={args.batch_size}", f"encoder_layers={args.layers}",
-                 "sampler.kind=smart", f"pcgrad={str(variant == 'pcgrad').lower()}",
-                 "progress_bar=false", "overwrite=true", f"output_dir={args.work / variant}",
-                 f"cache_dir={args.work / 'cache'}"]
-    summary = train(load_config(None, overrides))
+    summary = train_ours(list(TRAIN_FILES), args, variant, [
+        *[f"tasks.{t}.train={args.data_dir / f}" for t, f in TRAIN_FILES.items()],
+        "sampler.kind=smart", f"pcgrad={str(variant == 'pcgrad').lower()}"])
     return {"step_s": summary["train_seconds"] / summary["steps"],
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 

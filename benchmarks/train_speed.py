@@ -34,21 +34,27 @@ def small_dev(data_dir: Path, task: str, work: Path) -> Path:
     return path
 
 
-def ours(tasks: list[str], group_by_length: bool, args: argparse.Namespace) -> dict:
+def train_ours(tasks: list[str], args: argparse.Namespace, run_name: str,
+               overrides: list[str]) -> dict:
+    """Our training loop for ``args.steps`` steps on ``tasks`` (32-row dev files, work
+    folders under ``args.work``) with extra ``overrides``; the run's summary."""
     import torch
 
     from mtdnn.config import load_config
     from mtdnn.trainer import train
 
     torch.set_num_threads(THREADS)
-    overrides = [f"tasks=[{','.join(tasks)}]",
-                 *[f"tasks.{t}.dev={small_dev(args.data_dir, t, args.work)}" for t in tasks],
-                 f"data_dir={args.data_dir}", f"max_steps={args.steps}",
-                 f"batch_size={args.batch_size}", f"encoder_layers={args.layers}",
-                 f"sampler.group_by_length={str(group_by_length).lower()}",
-                 "progress_bar=false", "overwrite=true", f"output_dir={args.work / 'run'}",
-                 f"cache_dir={args.work / 'cache'}"]
-    summary = train(load_config(None, overrides))
+    return train(load_config(None, [
+        f"tasks=[{','.join(tasks)}]",
+        *[f"tasks.{t}.dev={small_dev(args.data_dir, t, args.work)}" for t in tasks],
+        f"data_dir={args.data_dir}", f"max_steps={args.steps}", f"batch_size={args.batch_size}",
+        f"encoder_layers={args.layers}", "progress_bar=false", "overwrite=true",
+        f"output_dir={args.work / run_name}", f"cache_dir={args.work / 'cache'}", *overrides]))
+
+
+def ours(tasks: list[str], group_by_length: bool, args: argparse.Namespace) -> dict:
+    summary = train_ours(tasks, args, "run",
+                         [f"sampler.group_by_length={str(group_by_length).lower()}"])
     return {"examples_per_s": summary["train_examples_per_s"], "steps": summary["steps"]}
 
 
