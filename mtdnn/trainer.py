@@ -73,6 +73,11 @@ def set_encoder_frozen(model: MultiTaskModel, frozen: bool) -> None:
         param.requires_grad_(not frozen)
 
 
+def due(every: int | None, step: int) -> bool:
+    """Whether a periodic action (evaluate, save) set to every ``every`` steps falls now."""
+    return bool(every) and step % every == 0
+
+
 def _call(fn, *args, **kwargs):
     return fn(*args, **kwargs)
 
@@ -307,14 +312,17 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
             progress.set_postfix(state.smoothed_losses(), refresh=False)
             if main and (state.step % config.log_every_steps == 0 or state.step == total_steps):
                 log_training(state, writer, record, scheduler.get_last_lr()[0], grad_norm)
-            if config.eval_every_steps and state.step % config.eval_every_steps == 0:
+            if state.position == len(plan):
+                continue  # the epoch's end, just below, evaluates and saves this step once
+            if due(config.eval_every_steps, state.step):
                 evaluate_and_save()
-            elif config.save_every_steps and state.step % config.save_every_steps == 0:
+            elif due(config.save_every_steps, state.step):
                 evaluate_and_save(evaluate=False)
         else:  # a complete epoch
             state.epoch, state.position = state.epoch + 1, 0
             state.sampler_state = sampler_state(sampler)
-            evaluate_and_save(config.eval_every_epoch or state.step >= total_steps)
+            evaluate_and_save(config.eval_every_epoch or state.step >= total_steps
+                              or due(config.eval_every_steps, state.step))
     if not state.evals or state.evals[-1]["step"] != state.step:
         evaluate_and_save()
     progress.close()

@@ -126,3 +126,31 @@ def test_save_every_steps_saves_without_evaluating(prepared_data: Path, tiny_enc
     assert saves == [(3, True), (4, False)]  # step 3 saved unevaluated; the end evaluated
     assert evals == [(4, 1)]
     assert summary["steps"] == 4
+
+
+def test_periodic_steps_on_an_epoch_end_save_and_evaluate_once(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    import mtdnn.trainer
+
+    saves = []
+    real_save = mtdnn.trainer.save_checkpoint
+
+    def recording_save(folder, *args, **kwargs):
+        saves.append(args[3]["step"])
+        return real_save(folder, *args, **kwargs)
+
+    monkeypatch.setattr(mtdnn.trainer, "save_checkpoint", recording_save)
+    # 4 steps per epoch: steps 2 and 6 are mid-epoch, 4 and 8 end an epoch.
+    (tmp_path / "save").mkdir()
+    (tmp_path / "eval").mkdir()
+    _, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path / "save",
+                            "batch_size=10", "epochs=2", "eval_every_epoch=false",
+                            "save_every_steps=2")
+    assert saves == [2, 4, 6, 8]
+    assert evals == [(8, 2)]
+    saves.clear()
+    _, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path / "eval",
+                            "batch_size=10", "epochs=2", "eval_every_epoch=false",
+                            "eval_every_steps=2")
+    assert evals == [(2, 0), (4, 1), (6, 1), (8, 2)]
+    assert saves == [2, 4, 6, 8]
