@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -23,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from mtdnn import __version__
 from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_dir
+from mtdnn.files import atomic_dir, sha256_of
 from mtdnn.model import MultiTaskModel, load_encoder, quiet_transformers
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
@@ -88,6 +89,16 @@ def check_checkpoint(path: Path) -> None:
     if missing:
         raise MtdnnError(f"not a complete checkpoint: {', '.join(missing)} missing", file=path,
                          allowed=f"a folder holding {', '.join(REQUIRED)}")
+
+
+def weights_fingerprint(path: Path) -> str:
+    """sha256 over a checkpoint's encoder and head weights: the same for two folders that
+    hold the same model, whatever their names or save times."""
+    check_checkpoint(path)
+    digest = hashlib.sha256()
+    for file in [*sorted((path / ENCODER_DIR).glob("*.safetensors")), path / HEADS_FILE]:
+        digest.update(sha256_of(file).encode())
+    return digest.hexdigest()
 
 
 def load_checkpoint_tasks(path: Path) -> dict[str, TaskDef]:

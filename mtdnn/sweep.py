@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from mtdnn.checkpoint import weights_fingerprint
 from mtdnn.config import config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, run_cli
 from mtdnn.files import atomic_path, atomic_write_json, atomic_write_text
@@ -54,6 +55,8 @@ class SweepConfig:
     # name -> checkpoint folder, null (the plain pre-trained encoder) or a StartPoint mapping
     start_points: dict[str, StartPoint] = field(
         default_factory=lambda: {"encoder": StartPoint()})
+    # Larger subsets appear in the table as "n/a (not run: ...)" instead of being trained.
+    max_train_rows: int | None = None
     data_dir: str = "data"
     output_dir: str = "runs/domain_adaptation"
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys for every cell
@@ -95,7 +98,13 @@ def subset_manifest(config: SweepConfig, task: str) -> dict[str, Any]:
     if missing:
         raise MtdnnError(f"subset '{missing[0]}' of task '{task}' was never drawn", file=path,
                          key="subsets", allowed=", ".join(files))
-    return {name: {**files[name], "folder": folder} for name in config.subsets}
+    entries = {name: {**files[name], "folder": folder} for name in config.subsets}
+    cap = config.max_train_rows
+    for entry in entries.values():
+        if cap is not None and entry["available"] and entry["size"] > cap:
+            entry.update(available=False,
+                         reason=f"not run: {entry['size']:,} rows > max_train_rows {cap:,}")
+    return entries
 
 
 def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +121,38 @@ def cell_dir(config: SweepConfig, cell: Cell) -> Path:
             f"seed{cell.seed}")
 
 
-def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any]) -> dict[str, Any]:
+def start_fingerprints(config: SweepConfig) -> dict[str, str | None]:
+    """Each start point's weights fingerprint (None for the plain encoder); a missing
+    checkpoint is an error before any cell runs."""
+    prints = {}
+    for name, start in config.start_points.items():
+        if start.init is not None and not Path(start.init).is_dir():
+            raise MtdnnError(f"start point '{name}' not found", file=start.init,
+                             key=f"start_points.{name}",
+                             allowed="a checkpoint folder, or null for the plain encoder")
+        prints[name] = None if start.init is None else weights_fingerprint(Path(start.init))
+    return prints
+
+
+def is_finished(config: SweepConfig, cell: Cell, fingerprint: str | None) -> bool:
+    """Whether the cell has its result. A result trained from other start weights (a
+    re-trained stage-1 checkpoint) is an error rather than a silent mix in the table."""
+    path = cell_dir(config, cell) / "result.json"
+    if not path.is_file():
+        return False
+    saved = json.loads(path.read_text()).get("start_fingerprint")
+    if saved != fingerprint:
+        raise MtdnnError(
+            f"this finished cell was trained from start weights {str(saved)[:12]}, but "
+            f"start point '{cell.start}' now has weights {str(fingerprint)[:12]}", file=path,
+            key=f"start_points.{cell.start}",
+            allowed="the checkpoint the finished cells started from, or a new output_dir "
+                    "(or delete the cells of this start point to train them again)")
+    return True
+
+
+def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any],
+             fingerprint: str | None) -> dict[str, Any]:
     """Fine-tune one cell (resuming it if it was interrupted); write its result.json."""
     folder = cell_dir(config, cell)
     start = config.start_points[cell.start]
@@ -124,7 +164,7 @@ def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any]) -> dict[st
     started = time.perf_counter()
     summary = train(config_from_dict(keys, source=f"sweep cell {folder}"))
     result = {"start_point": cell.start, "task": cell.task, "subset": cell.subset,
-              "train_size": subset["size"], "seed": cell.seed,
+              "train_size": subset["size"], "seed": cell.seed, "start_fingerprint": fingerprint,
               "metrics": summary["last"]["metrics"][cell.task],
               "wall_seconds": round(time.perf_counter() - started, 1)}
     atomic_write_json(folder / "result.json", result)
@@ -134,11 +174,7 @@ def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any]) -> dict[st
 def run_sweep(config: SweepConfig) -> Path:
     """Run every missing cell, then write the results files; returns the results folder."""
     manifests = {task: subset_manifest(config, task) for task in config.tasks}
-    for name, start in config.start_points.items():
-        if start.init is not None and not Path(start.init).is_dir():
-            raise MtdnnError(f"start point '{name}' not found", file=start.init,
-                             key=f"start_points.{name}",
-                             allowed="a checkpoint folder, or null for the plain encoder")
+    fingerprints = start_fingerprints(config)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "sweep_config.json", to_dict(config))
@@ -150,10 +186,10 @@ def run_sweep(config: SweepConfig) -> Path:
             for start in config.start_points:
                 for seed in config.seeds:
                     cell = Cell(start, task, subset, seed)
-                    if (cell_dir(config, cell) / "result.json").is_file():
+                    if is_finished(config, cell, fingerprints[start]):
                         continue
                     log.info("cell %s", cell)
-                    run_cell(config, cell, entry)
+                    run_cell(config, cell, entry, fingerprints[start])
     write_results(config, manifests)
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,26 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
     assert set(first_result) >= {"start_point", "task", "subset", "train_size", "seed",
                                  "metrics", "wall_seconds"}
 
+
+    # A size cap shows the larger subsets as not run, and trains nothing.
+    capped = subprocess.run([*command, "max_train_rows=4"], cwd=REPO, text=True,
+                            capture_output=True)
+    assert capped.returncode == 0, capped.stderr[-3000:]
+    assert " cell " not in capped.stderr
+    assert "n/a (not run: 8 rows > max_train_rows 4)" in (out / "results.md").read_text()
+
+    # Finished cells of a start point whose weights changed are an error, not a silent mix.
+    from safetensors.torch import load_file, save_file
+
+    changed = tmp_path / "changed"
+    shutil.copytree(stage_one / "best", changed)
+    heads = load_file(changed / "heads.safetensors")
+    first_key = sorted(heads)[0]
+    heads[first_key] = heads[first_key] + 1.0
+    save_file(heads, changed / "heads.safetensors")
+    stale = subprocess.run([*command, f"start_points.mt.init={changed}"], cwd=REPO, text=True,
+                           capture_output=True)
+    assert stale.returncode == 2
+    assert "start_points.mt" in stale.stderr and "start weights" in stale.stderr
+    assert "Traceback" not in stale.stderr
+    assert [p.stat().st_mtime_ns for p in results] == stamps
