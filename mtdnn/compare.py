@@ -1,6 +1,7 @@
 """Compare training recipes ("arms") over seeds: one training run per arm and seed.
 
     python -m mtdnn.compare --config experiments/sampling_comparison.yaml [key=value ...]
+    python -m mtdnn.compare --config ... --report-only   # tables from finished runs only
 
 Every run starts from the config's ``train`` keys with its arm's keys laid over them (for
 instance ``sampler: {kind: smart}`` or ``pcgrad: true``) and its seed. A finished run (its
@@ -126,14 +127,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mtdnn.compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="comparison YAML")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the results files from the finished runs; train nothing")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         datefmt="%H:%M:%S")
     config = load_compare_config(args.config, args.overrides)
-    out = run_compare(config)
+    if args.report_only:
+        out = Path(config.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_results(config)
+    else:
+        out = run_compare(config)
     print((out / "results.md").read_text())
-    print(f"results: {out / 'results.csv'}, {out / 'results.md'}")
+    print(f"{len(collect(config))} of {len(config.arms) * len(config.seeds)} runs finished; "
+          f"results: {out / 'results.csv'}, {out / 'results.md'}")
 
 
 if __name__ == "__main__":

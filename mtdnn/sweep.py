@@ -1,6 +1,7 @@
 """Domain-adaptation sweep (SMART paper, Section 5.4, Table 5).
 
     python -m mtdnn.sweep --config experiments/domain_adaptation.yaml [key=value ...]
+    python -m mtdnn.sweep --config ... --report-only   # tables from finished cells only
 
 Runs the grid {start points} × {train subsets} × {seeds}; each cell fine-tunes from its
 start point on one subset (drawn by ``python -m data_prep subsets``) and is scored on the
@@ -260,13 +261,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mtdnn.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="sweep YAML (experiments/domain_adaptation.yaml)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the results files from the finished cells; train nothing")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         datefmt="%H:%M:%S")
-    out = run_sweep(load_sweep_config(args.config, args.overrides))
+    config = load_sweep_config(args.config, args.overrides)
+    if args.report_only:
+        out = Path(config.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_results(config, {task: subset_manifest(config, task) for task in config.tasks})
+    else:
+        out = run_sweep(config)
     print((out / "results.md").read_text())
-    print(f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
+    print(f"{len(collect(config))} cells finished; "
+          f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
 
 
 if __name__ == "__main__":

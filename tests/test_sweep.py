@@ -87,3 +87,10 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
     assert "start_points.mt" in stale.stderr and "start weights" in stale.stderr
     assert "Traceback" not in stale.stderr
     assert [p.stat().st_mtime_ns for p in results] == stamps
+
+    # --report-only writes the tables from the finished cells and trains nothing.
+    report = subprocess.run([*command, "--report-only", "seeds=[1,2,3]"], cwd=REPO, text=True,
+                            capture_output=True)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert " cell " not in report.stderr and "8 cells finished" in report.stdout
+    assert not list(out.glob("*/*/*/seed3"))
