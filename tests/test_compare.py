@@ -59,7 +59,6 @@ def test_compare_runs_each_arm_and_seed_once(small_tasks: list[str], tmp_path: P
     assert " run " not in second.stderr  # nothing trained again
     assert [p.stat().st_mtime_ns for p in sorted(out.glob("*/*/result.json"))] == stamps
 
-
     # --report-only: tables from the finished runs; an arm with none shows as not run.
     config["arms"]["uniform"] = {"sampler": {"kind": "uniform"}}
     (tmp_path / "cmp.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

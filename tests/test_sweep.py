@@ -64,7 +64,6 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
     assert set(first_result) >= {"start_point", "task", "subset", "train_size", "seed",
                                  "metrics", "wall_seconds"}
 
-
     # A size cap shows the larger subsets as not run, and trains nothing.
     capped = subprocess.run([*command, "max_train_rows=4"], cwd=REPO, text=True,
                             capture_output=True)

@@ -109,48 +109,46 @@ def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir:
     assert summary["train_seconds"] > 0
 
 
-def test_save_every_steps_saves_without_evaluating(prepared_data: Path, tiny_encoder_dir: Path,
-                                                  tmp_path: Path, monkeypatch) -> None:
+def record_saves(monkeypatch) -> list[dict]:
+    """The checkpoint info (step, metrics, ...) of every save the trainer makes, in order."""
     import mtdnn.trainer
 
     saves = []
     real_save = mtdnn.trainer.save_checkpoint
 
     def recording_save(folder, *args, **kwargs):
-        saves.append((args[3]["step"], args[3]["metrics"] is None))
+        saves.append(args[3])
         return real_save(folder, *args, **kwargs)
 
     monkeypatch.setattr(mtdnn.trainer, "save_checkpoint", recording_save)
+    return saves
+
+
+def test_save_every_steps_saves_without_evaluating(prepared_data: Path, tiny_encoder_dir: Path,
+                                                  tmp_path: Path, monkeypatch) -> None:
+    saves = record_saves(monkeypatch)
     summary, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "batch_size=10",
                                   "epochs=1", "eval_every_epoch=false", "save_every_steps=3")
-    assert saves == [(3, True), (4, False)]  # step 3 saved unevaluated; the end evaluated
+    # step 3 saved unevaluated; the end evaluated
+    assert [(s["step"], s["metrics"] is None) for s in saves] == [(3, True), (4, False)]
     assert evals == [(4, 1)]
     assert summary["steps"] == 4
 
 
 def test_periodic_steps_on_an_epoch_end_save_and_evaluate_once(
         prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path, monkeypatch) -> None:
-    import mtdnn.trainer
-
-    saves = []
-    real_save = mtdnn.trainer.save_checkpoint
-
-    def recording_save(folder, *args, **kwargs):
-        saves.append(args[3]["step"])
-        return real_save(folder, *args, **kwargs)
-
-    monkeypatch.setattr(mtdnn.trainer, "save_checkpoint", recording_save)
+    saves = record_saves(monkeypatch)
     # 4 steps per epoch: steps 2 and 6 are mid-epoch, 4 and 8 end an epoch.
     (tmp_path / "save").mkdir()
     (tmp_path / "eval").mkdir()
     _, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path / "save",
                             "batch_size=10", "epochs=2", "eval_every_epoch=false",
                             "save_every_steps=2")
-    assert saves == [2, 4, 6, 8]
+    assert [s["step"] for s in saves] == [2, 4, 6, 8]
     assert evals == [(8, 2)]
     saves.clear()
     _, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path / "eval",
                             "batch_size=10", "epochs=2", "eval_every_epoch=false",
                             "eval_every_steps=2")
     assert evals == [(2, 0), (4, 1), (6, 1), (8, 2)]
-    assert saves == [2, 4, 6, 8]
+    assert [s["step"] for s in saves] == [2, 4, 6, 8]
