@@ -119,6 +119,9 @@ class TrainConfig:
         "check": (lambda v: v >= 0, "a whole number >= 0")})
     epochs: int = field(default=3, metadata=_positive("epochs"))
     max_steps: int | None = field(default=None, metadata=_positive("max_steps"))
+    # At least this many optimizer steps: a tiny training set (a 23-example domain-adaptation
+    # subset is one batch) runs for more epochs instead of stopping after a handful of steps.
+    min_steps: int | None = field(default=None, metadata=_positive("min_steps"))
     batch_size: int = field(default=32, metadata=_positive("batch_size"))
     eval_batch_size: int = field(default=128, metadata=_positive("eval_batch_size"))
     max_seq_len: int = field(default=128, metadata=_positive("max_seq_len"))

@@ -6,7 +6,9 @@
 Runs the grid {start points} × {train subsets} × {seeds}; each cell fine-tunes from its
 start point on one subset (drawn by ``python -m data_prep subsets``) and is scored on the
 task's dev set. A finished cell (its ``result.json`` exists) is skipped and an interrupted
-one resumes from its last checkpoint, so the sweep can run in several parts. Writes
+one resumes from its last checkpoint, so the sweep can run in several parts; a finished
+cell whose training keys or start weights differ from the sweep's now is an error (the
+table never mixes runs that cannot be compared; ``--report-only`` checks the keys). Writes
 ``results.csv`` (one row per run), ``results.md`` (Table 5's layout: start points × subset
 sizes, mean ± std over seeds, with the row of training-set sizes) and ``results.png``.
 """
@@ -135,13 +137,42 @@ def start_fingerprints(config: SweepConfig) -> dict[str, str | None]:
     return prints
 
 
+# Keys that change how a run looks, not what it learns: a finished cell stays valid.
+COSMETIC_TRAIN_KEYS = ("progress_bar", "cache_dir", "log_every_steps")
+
+
+def cell_train_keys(config: SweepConfig, start: str) -> dict[str, Any]:
+    """The training keys a cell of ``start`` runs with (the sweep's and its start point's)."""
+    keys = merged(config.train, config.start_points[start].train)
+    return {k: v for k, v in sorted(keys.items()) if k not in COSMETIC_TRAIN_KEYS}
+
+
+def check_train_keys(config: SweepConfig, cell: Cell, result: dict[str, Any],
+                     path: Path) -> None:
+    """A finished cell trained with other keys (a changed budget or learning rate) is an
+    error: its number would sit in the table next to cells it cannot be compared with."""
+    saved, now = result.get("train_keys"), cell_train_keys(config, cell.start)
+    if saved == now:
+        return
+    saved = saved or {}
+    key = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))[0]
+    raise MtdnnError(
+        f"this finished cell was trained with train.{key}={saved.get(key)!r}, the sweep now "
+        f"has {now.get(key)!r}", file=path, key=f"train.{key}",
+        allowed="the training keys the finished cells ran with, or a new output_dir (or "
+                "delete the finished cells to train them again)")
+
+
 def is_finished(config: SweepConfig, cell: Cell, fingerprint: str | None) -> bool:
     """Whether the cell has its result. A result trained from other start weights (a
-    re-trained stage-1 checkpoint) is an error rather than a silent mix in the table."""
+    re-trained stage-1 checkpoint) or with other training keys is an error rather than a
+    silent mix in the table."""
     path = cell_dir(config, cell) / "result.json"
     if not path.is_file():
         return False
-    saved = json.loads(path.read_text()).get("start_fingerprint")
+    result = json.loads(path.read_text())
+    check_train_keys(config, cell, result, path)
+    saved = result.get("start_fingerprint")
     if saved != fingerprint:
         raise MtdnnError(
             f"this finished cell was trained from start weights {str(saved)[:12]}, but "
@@ -166,6 +197,7 @@ def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any],
     summary = train(config_from_dict(keys, source=f"sweep cell {folder}"))
     result = {"start_point": cell.start, "task": cell.task, "subset": cell.subset,
               "train_size": subset["size"], "seed": cell.seed, "start_fingerprint": fingerprint,
+              "train_keys": cell_train_keys(config, cell.start), "steps": summary["steps"],
               "metrics": summary["last"]["metrics"][cell.task],
               "wall_seconds": round(time.perf_counter() - started, 1)}
     atomic_write_json(folder / "result.json", result)
@@ -196,14 +228,17 @@ def run_sweep(config: SweepConfig) -> Path:
 
 
 def collect(config: SweepConfig) -> list[dict[str, Any]]:
+    """The finished cells' results; one trained with other training keys is an error."""
     rows = []
     for start in config.start_points:
         for task in config.tasks:
             for subset in config.subsets:
                 for seed in config.seeds:
-                    path = cell_dir(config, Cell(start, task, subset, seed)) / "result.json"
+                    cell = Cell(start, task, subset, seed)
+                    path = cell_dir(config, cell) / "result.json"
                     if path.is_file():
                         rows.append(json.loads(path.read_text()))
+                        check_train_keys(config, cell, rows[-1], path)
     return rows
 
 

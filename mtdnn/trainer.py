@@ -133,7 +133,8 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
     sampler = build_sampler(config.sampler, {t: len(d.train) for t, d in data.items()},
                             config.batch_size, config.seed, config.epochs, lengths)
     accum = config.optimizer.grad_accum_steps
-    total_steps = config.max_steps or math.ceil(sampler.num_steps * config.epochs / accum)
+    total_steps = config.max_steps or max(
+        config.min_steps or 0, math.ceil(sampler.num_steps * config.epochs / accum))
     optimizer = build_optimizer(model, config.optimizer)
     scheduler = build_scheduler(optimizer, config.optimizer, total_steps)
     surgery_rng = np.random.default_rng(config.seed)  # PCGrad's projection order

@@ -28,8 +28,9 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
         "start_points": {"encoder": None, "mt": {"init": str(stage_one / "best"),
                                                  "train": {"optimizer": {"lr": 1e-4}}}},
         "data_dir": str(data), "output_dir": str(tmp_path / "sweep"),
-        "train": {"epochs": 1, "batch_size": 8, "encoder_layers": 2, "max_seq_len": 64,
-                  "progress_bar": False, "cache_dir": str(tmp_path / "cache")},
+        # min_steps: the 8-row subset is one batch, one epoch would be a single update
+        "train": {"epochs": 1, "min_steps": 2, "batch_size": 8, "encoder_layers": 2,
+                  "max_seq_len": 64, "progress_bar": False, "cache_dir": str(tmp_path / "cache")},
     }
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "mtdnn.sweep", "--config", str(tmp_path / "sweep.yaml")]
@@ -62,7 +63,19 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
     assert [p.stat().st_mtime_ns for p in results] == stamps
     first_result = json.loads(results[0].read_text())
     assert set(first_result) >= {"start_point", "task", "subset", "train_size", "seed",
-                                 "metrics", "wall_seconds"}
+                                 "metrics", "wall_seconds", "train_keys"}
+    assert {json.loads(p.read_text())["steps"] for p in results} == {2}
+    assert first_result["train_keys"]["min_steps"] == 2
+    assert "progress_bar" not in first_result["train_keys"]
+
+    # Cells trained under other training keys are an error, in a run and in a report.
+    for extra in ([], ["--report-only"]):
+        other = subprocess.run([*command, *extra, "train.optimizer.lr=1e-3"], cwd=REPO,
+                               text=True, capture_output=True)
+        assert other.returncode == 2, other.stderr[-3000:]
+        assert "train.optimizer" in other.stderr and "result.json" in other.stderr
+        assert "Traceback" not in other.stderr
+    assert [p.stat().st_mtime_ns for p in results] == stamps
 
     # A size cap shows the larger subsets as not run, and trains nothing.
     capped = subprocess.run([*command, "max_train_rows=4"], cwd=REPO, text=True,
