@@ -177,8 +177,10 @@ def main(argv: list[str] | None = None) -> None:
             command = train_cmd([task], args, sst2_train, [
                 *init, f"seed={seed}", f"epochs={args.epochs}", f"output_dir={folder}"])
         started = time.time()
-        run(command + (continue_run(folder) if arm != "hf-trainer" else []),
-            args.out / "logs" / f"{arm}-{task}-seed{seed}.log")
+        # A run of ours with a summary finished and only lost its record (a stopped script).
+        if arm == "hf-trainer" or not (folder / "summary.json").is_file():
+            run(command + (continue_run(folder) if arm != "hf-trainer" else []),
+                args.out / "logs" / f"{arm}-{task}-seed{seed}.log")
         record_result(folder, task, seed, command, fingerprint if arm == "mt-dnn" else None)
         print(f"  done in {time.time() - started:.0f}s", flush=True)
     write_results(args)

@@ -27,6 +27,14 @@ def pcgrad(grads: list[torch.Tensor], rng: np.random.Generator) -> torch.Tensor:
     return torch.stack(projected).sum(0)
 
 
+def conflict_rates(grads: list[torch.Tensor]) -> list[float]:
+    """For each task, the fraction of the step's other tasks whose gradient conflicts with
+    its own (negative dot product): how often PCGrad changes that task's gradient at all."""
+    others = len(grads) - 1
+    return [sum(bool(torch.dot(g, h) < 0) for j, h in enumerate(grads) if j != i) / others
+            for i, g in enumerate(grads)]
+
+
 def trainable(model: nn.Module) -> list[nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 

@@ -40,7 +40,7 @@ from mtdnn.data import get_batch
 from mtdnn.distributed import Distributed, init_distributed, shutdown
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
-from mtdnn.gradient_surgery import pcgrad, put_gradients, take_gradients
+from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
 from mtdnn.inference import autocast_context, evaluate_split
 from mtdnn.model import MultiTaskModel
 from mtdnn.optimization import build_optimizer, build_scheduler
@@ -284,6 +284,8 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
                     task_grads.append(distributed.sum_(flat))
                     touched = present if touched is None else [
                         a or b for a, b in zip(touched, present, strict=True)]
+                for ref, rate in zip(step_refs, conflict_rates(task_grads), strict=True):
+                    state.running[f"{ref.task}/pcgrad_conflicts"].append(rate)
                 put_gradients(model, pcgrad(task_grads, surgery_rng), touched)
             else:
                 for ref in step_refs:

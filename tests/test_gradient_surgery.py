@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from mtdnn.config import load_config
-from mtdnn.gradient_surgery import pcgrad
+from mtdnn.gradient_surgery import conflict_rates, pcgrad
 from mtdnn.trainer import train
 
 
@@ -21,6 +22,13 @@ def test_conflicting_gradients_end_non_negative() -> None:
     assert torch.dot(g1_projected, g2) == pytest.approx(0.0, abs=1e-6)
     torch.testing.assert_close(pcgrad([g1, g2], rng), g1_projected + g2_projected)
     assert torch.dot(pcgrad([g1, g2], rng), g1) >= 0 and torch.dot(pcgrad([g1, g2], rng), g2) >= 0
+    assert conflict_rates([g1, g2]) == [1.0, 1.0]
+
+
+def test_conflict_rates_count_each_tasks_conflicting_partners() -> None:
+    # task 0 conflicts with task 1 only; task 2 agrees with both
+    grads = [torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 2.0]), torch.tensor([0.1, 1.0])]
+    assert conflict_rates(grads) == [0.5, 0.5, 0.0]
 
 
 def test_non_conflicting_gradients_untouched() -> None:
@@ -52,3 +60,6 @@ def test_smart_round_robin_with_pcgrad_and_smart_trains(prepared_data: Path,
     summary = train(load_config(None, overrides))
     assert summary["steps"] == 4
     assert set(summary["last"]["metrics"]) == {"rte", "mrpc"}
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    rates = [e["pcgrad_conflicts"] for e in logged if "pcgrad_conflicts" in e]
+    assert rates and all(0.0 <= r <= 1.0 for r in rates)
