@@ -193,13 +193,16 @@ def collect(args: argparse.Namespace) -> list[dict]:
         for task, metrics in json.loads(stage1.read_text())["metrics"].items():
             rows.append({"arm": "mt-dnn stage 1 (no fine-tuning)", "task": task,
                          "seed": STAGE1_SEED, **metrics})
+    # Every finished run on disk, not only this invocation's --seeds: a worker given one seed
+    # rewrites the shared report, which must still hold the other workers' runs.
     for arm in ARMS:
         for task in FINETUNE_TASKS:
-            for seed in args.seeds:
-                done = args.out / arm / task / f"seed{seed}" / "result.json"
-                if done.is_file():  # else not run yet: each cell says how many seeds it has
-                    metrics = json.loads(done.read_text())["metrics"]
-                    rows.append({"arm": arm, "task": task, "seed": seed, **metrics})
+            done = sorted((args.out / arm / task).glob("seed*/result.json"),
+                          key=lambda path: int(path.parent.name.removeprefix("seed")))
+            for record in done:  # a cell says how many seeds it has so far
+                seed = int(record.parent.name.removeprefix("seed"))
+                metrics = json.loads(record.read_text())["metrics"]
+                rows.append({"arm": arm, "task": task, "seed": seed, **metrics})
     return rows
 
 
