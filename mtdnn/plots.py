@@ -18,6 +18,7 @@ def plot_sweep(rows: list[dict[str, Any]], tasks: tuple[str, ...] | list[str],
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
     for ax, task in zip(axes[0], tasks, strict=True):
@@ -35,11 +36,20 @@ def plot_sweep(rows: list[dict[str, Any]], tasks: tuple[str, ...] | list[str],
             ax.errorbar([n * nudge for n in sizes], means, yerr=stds, marker="o", capsize=3,
                         label=start)
         ax.set_xscale("log")
+        # Label the subset sizes themselves; log-scale minor labels overlap at small sizes.
+        task_sizes = sorted({r["train_size"] for r in rows if r["task"] == task})
+        if task_sizes:
+            ax.set_xticks(task_sizes, [f"{n:,}" for n in task_sizes])
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("training examples")
         ax.set_ylabel("dev accuracy (%)")
         ax.set_title(task)
         ax.grid(True, alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[1]:
+            ax.legend()
+        else:  # a partial sweep: say so instead of an empty, unlabelled panel
+            ax.text(0.5, 0.5, "no finished runs yet", transform=ax.transAxes,
+                    ha="center", va="center", color="grey")
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
