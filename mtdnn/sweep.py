@@ -10,7 +10,8 @@ one resumes from its last checkpoint, so the sweep can run in several parts; a f
 cell whose training keys or start weights differ from the sweep's now is an error (the
 table never mixes runs that cannot be compared; ``--report-only`` checks the keys). Writes
 ``results.csv`` (one row per run), ``results.md`` (Table 5's layout: start points × subset
-sizes, mean ± std over seeds, with the row of training-set sizes) and ``results.png``.
+sizes, mean ± std over seeds, with the row of training-set sizes, then each pair of start
+points' differences with Welch's p) and ``results.png``.
 """
 
 from __future__ import annotations
@@ -281,7 +282,49 @@ def results_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
                           and r["subset"] == subset and r["start_point"] == start]
                 cells.append(mean_std(values))
             lines.append(f"| {start} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n" + differences_table(config, manifests, rows)
+
+
+def differences_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
+                      rows: list[dict[str, Any]]) -> str:
+    """Each later start point minus each earlier one, in dev accuracy points, with Welch's
+    t-test p over seeds: with 3 seeds a gap of a point can be noise, and the table says so."""
+    starts = list(config.start_points)
+    pairs = [(later, earlier) for i, earlier in enumerate(starts) for later in starts[i + 1:]]
+    if not pairs:
+        return ""
+    lines = ["Differences (points of dev accuracy; Welch's t-test p over seeds):", "",
+             "| Model | " + " | ".join(config.subsets) + " |",
+             "|---" * (len(config.subsets) + 1) + "|"]
+    for task in config.tasks:
+        lines.append(f"| **{task}** |" + " |" * len(config.subsets))
+        for later, earlier in pairs:
+            cells = []
+            for subset in config.subsets:
+                if not manifests[task][subset]["available"]:
+                    cells.append("n/a")
+                    continue
+                a, b = ([100 * r["metrics"]["accuracy"] for r in rows if r["task"] == task
+                         and r["subset"] == subset and r["start_point"] == start]
+                        for start in (later, earlier))
+                cells.append(difference(a, b))
+            lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def difference(a: list[float], b: list[float]) -> str:
+    """``mean(a) − mean(b)`` with Welch's p; p needs two runs a side and some spread."""
+    if not a or not b:
+        return "not run"
+    gap = f"{np.mean(a) - np.mean(b):+.1f}"
+    if min(len(a), len(b)) < 2:
+        return f"{gap} (no p: 1 seed)"
+    if np.var(a) + np.var(b) == 0:
+        return f"{gap} (no p: no spread)"
+    from scipy import stats
+
+    p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    return f"{gap} (p = {p:.3f})" if p >= 0.001 else f"{gap} (p < 0.001)"
 
 
 def mean_std(values: list[float]) -> str:

@@ -106,3 +106,30 @@ def test_sweep_writes_results_and_skips_finished_cells(prepared_data: Path, stag
     assert report.returncode == 0, report.stderr[-3000:]
     assert " cell " not in report.stderr and "8 cells finished" in report.stdout
     assert not list(out.glob("*/*/*/seed3"))
+
+
+def test_differences_table_gives_welch_p_per_pair_of_start_points() -> None:
+    from scipy import stats
+
+    from mtdnn.sweep import differences_table, load_sweep_config
+
+    config = load_sweep_config(None, ["tasks=[scitail]", "subsets=[1pct,10pct,100pct]",
+                                      "start_points={encoder: null, mt: null, smart: null}"])
+    manifests = {"scitail": {"1pct": {"available": True}, "10pct": {"available": True},
+                             "100pct": {"available": False}}}
+    accuracies = {("encoder", "1pct"): [0.70, 0.72, 0.71], ("mt", "1pct"): [0.80, 0.83, 0.81],
+                  ("smart", "1pct"): [0.81, 0.83, 0.82], ("encoder", "10pct"): [0.85, 0.85],
+                  ("mt", "10pct"): [0.90]}
+    rows = [{"task": "scitail", "subset": subset, "start_point": start,
+             "metrics": {"accuracy": value}}
+            for (start, subset), values in accuracies.items() for value in values]
+    table = differences_table(config, manifests, rows).splitlines()
+    by_pair = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in table
+               if " − " in line}
+    assert list(by_pair) == ["mt − encoder", "smart − encoder", "smart − mt"]
+    p = stats.ttest_ind([80, 83, 81], [70, 72, 71], equal_var=False).pvalue
+    assert by_pair["mt − encoder"][0] == f"+10.3 (p = {p:.3f})"
+    assert by_pair["mt − encoder"][1] == "+5.0 (no p: 1 seed)"
+    assert by_pair["smart − encoder"][1] == "not run"
+    assert by_pair["smart − mt"][0].startswith("+0.7 (p = 0.")
+    assert all(cells[2].rstrip(" |") == "n/a" for cells in by_pair.values())
