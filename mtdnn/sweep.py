@@ -316,7 +316,7 @@ def difference(a: list[float], b: list[float]) -> str:
     """``mean(a) − mean(b)`` with Welch's p; p needs two runs a side and some spread."""
     if not a or not b:
         return "not run"
-    gap = f"{np.mean(a) - np.mean(b):+.1f}"
+    gap = f"{np.mean(a) - np.mean(b) + 0.0:+.1f}".replace("-0.0", "+0.0")  # no signed zero
     if min(len(a), len(b)) < 2:
         return f"{gap} (no p: 1 seed)"
     if np.var(a) + np.var(b) == 0:
