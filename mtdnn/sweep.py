@@ -265,8 +265,7 @@ def results_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
                   rows: list[dict[str, Any]]) -> str:
     """Table 5's layout: one block per task, a row of training-set sizes, then one row per
     start point with dev accuracy mean ± std over seeds (percent)."""
-    lines = ["| Model | " + " | ".join(config.subsets) + " |",
-             "|---" * (len(config.subsets) + 1) + "|"]
+    lines = table_head(config.subsets)
     for task in config.tasks:
         lines.append(f"| **{task} (dev accuracy %)** |" + " |" * len(config.subsets))
         sizes = [f"{manifests[task][s]['size']:,}" for s in config.subsets]
@@ -278,9 +277,7 @@ def results_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
                 if not entry["available"]:
                     cells.append(f"n/a ({entry['reason']})")
                     continue
-                values = [100 * r["metrics"]["accuracy"] for r in rows if r["task"] == task
-                          and r["subset"] == subset and r["start_point"] == start]
-                cells.append(mean_std(values))
+                cells.append(mean_std(dev_accuracies(rows, task, subset, start)))
             lines.append(f"| {start} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n" + differences_table(config, manifests, rows)
 
@@ -294,8 +291,7 @@ def differences_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
     if not pairs:
         return ""
     lines = ["Differences (points of dev accuracy; Welch's t-test p over seeds):", "",
-             "| Model | " + " | ".join(config.subsets) + " |",
-             "|---" * (len(config.subsets) + 1) + "|"]
+             *table_head(config.subsets)]
     for task in config.tasks:
         lines.append(f"| **{task}** |" + " |" * len(config.subsets))
         for later, earlier in pairs:
@@ -304,10 +300,8 @@ def differences_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
                 if not manifests[task][subset]["available"]:
                     cells.append("n/a")
                     continue
-                a, b = ([100 * r["metrics"]["accuracy"] for r in rows if r["task"] == task
-                         and r["subset"] == subset and r["start_point"] == start]
-                        for start in (later, earlier))
-                cells.append(difference(a, b))
+                cells.append(difference(dev_accuracies(rows, task, subset, later),
+                                        dev_accuracies(rows, task, subset, earlier)))
             lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -316,7 +310,9 @@ def difference(a: list[float], b: list[float]) -> str:
     """``mean(a) − mean(b)`` with Welch's p; p needs two runs a side and some spread."""
     if not a or not b:
         return "not run"
-    gap = f"{np.mean(a) - np.mean(b) + 0.0:+.1f}".replace("-0.0", "+0.0")  # no signed zero
+    gap = f"{np.mean(a) - np.mean(b):+.1f}"
+    if gap == "-0.0":  # a tiny negative gap rounds to a signed zero
+        gap = "+0.0"
     if min(len(a), len(b)) < 2:
         return f"{gap} (no p: 1 seed)"
     if np.var(a) + np.var(b) == 0:
@@ -325,6 +321,16 @@ def difference(a: list[float], b: list[float]) -> str:
 
     p = stats.ttest_ind(a, b, equal_var=False).pvalue
     return f"{gap} (p = {p:.3f})" if p >= 0.001 else f"{gap} (p < 0.001)"
+
+
+def table_head(subsets: tuple[str, ...] | list[str]) -> list[str]:
+    return ["| Model | " + " | ".join(subsets) + " |", "|---" * (len(subsets) + 1) + "|"]
+
+
+def dev_accuracies(rows: list[dict[str, Any]], task: str, subset: str, start: str) -> list[float]:
+    """One cell's dev accuracies over seeds, in percent."""
+    return [100 * r["metrics"]["accuracy"] for r in rows
+            if r["task"] == task and r["subset"] == subset and r["start_point"] == start]
 
 
 def mean_std(values: list[float]) -> str:
