@@ -38,7 +38,7 @@ demo: data
 	$(PY) train.py --config experiments/demo_scitail.yaml data_dir=$(DATA) overwrite=true \
 		tasks.scitail.train=$(DATA)/scitail/subsets/seed13/1pct.jsonl
 	$(PY) predict.py --checkpoint runs/demo/scitail/best --task scitail \
-		--input $(DATA)/scitail/dev.jsonl --output runs/demo/scitail_dev_predictions.jsonl
+		--input $(DATA)/scitail/dev.jsonl --output runs/demo/scitail_dev_predictions.jsonl --overwrite
 	@echo
 	@echo "multi-task stage:   runs/demo/stage1/metrics.jsonl  (checkpoints: runs/demo/stage1/{best,last})"
 	@echo "SciTail fine-tune:  runs/demo/scitail/metrics.jsonl (best: runs/demo/scitail/best)"

@@ -41,7 +41,7 @@ def make_checkpoint(work: Path, layers: int, batch_size: int) -> Path:
     config = load_config(None, [f"tasks=[{TASK}]", "max_seq_len=128",
                                 f"eval_batch_size={batch_size}"])
     save_checkpoint(work / "checkpoint", model, tokenizer, config_to_yaml(config), {"step": 0})
-    export_task(work / "checkpoint", TASK, work / "exported")
+    export_task(work / "checkpoint", TASK, work / "exported", overwrite=True)
     return work / "checkpoint"
 
 
@@ -53,7 +53,7 @@ def ours(args: argparse.Namespace) -> dict:
     torch.set_num_threads(THREADS)
     out = args.work / "ours.jsonl"
     result = predict_file([args.work / "checkpoint"], TASK, args.input, out, args.batch_size,
-                          progress=False)
+                          progress=False, overwrite=True, precision="fp32")
     labels = [json.loads(line)["prediction"] for line in out.read_text().splitlines()]
     return {"examples_per_s": result["examples_per_s"], "labels": labels}
 

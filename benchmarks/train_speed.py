@@ -5,7 +5,8 @@
 Real SciTail and RTE train pairs, the 6-layer packaged encoder, batch 32, max length 128,
 2 torch threads, the same number of optimizer steps. Ours: ``train.py``'s loop with random
 batches and with ``sampler.group_by_length``; Trainer (``DataCollatorWithPadding``) with
-its default random sampling and with ``train_sampling_strategy="group_by_length"``.
+its default random sampling and with ``train_sampling_strategy="group_by_length"``. Each in
+fp32, and like for like in bf16 autocast (ours ``precision=bf16``, Trainer ``bf16=True``).
 Examples/s count training only (evaluation and checkpointing excluded on both sides).
 Every measurement runs in its own process. The multi-task row trains SciTail + RTE
 together (proportional sampling); its reference is Trainer-default's speed on each task,
@@ -52,13 +53,16 @@ def train_ours(tasks: list[str], args: argparse.Namespace, run_name: str,
         f"output_dir={args.work / run_name}", f"cache_dir={args.work / 'cache'}", *overrides]))
 
 
-def ours(tasks: list[str], group_by_length: bool, args: argparse.Namespace) -> dict:
-    summary = train_ours(tasks, args, "run",
-                         [f"sampler.group_by_length={str(group_by_length).lower()}"])
+def ours(tasks: list[str], variant: str, args: argparse.Namespace) -> dict:
+    """``variant``: [bf16_]random | [bf16_]group_by_length."""
+    bf16, _, sampling = variant.rpartition("bf16_")
+    summary = train_ours(tasks, args, "run", [
+        f"sampler.group_by_length={str(sampling == 'group_by_length').lower()}",
+        f"precision={'bf16' if variant.startswith('bf16_') else 'fp32'}"])
     return {"examples_per_s": summary["train_examples_per_s"], "steps": summary["steps"]}
 
 
-def trainer(task: str, sampling: str, args: argparse.Namespace) -> dict:
+def trainer(task: str, variant: str, args: argparse.Namespace) -> dict:
     import torch
 
     from experiments.hf_baseline import finetune
@@ -66,22 +70,26 @@ def trainer(task: str, sampling: str, args: argparse.Namespace) -> dict:
     torch.set_num_threads(THREADS)
     result = finetune(task, args.data_dir / task / "train.jsonl",
                       small_dev(args.data_dir, task, args.work), args.work / "hf", epochs=1,
-                      lr=5e-5, batch_size=args.batch_size, seed=13, sampling=sampling,
-                      max_steps=args.steps, layers=args.layers)
+                      lr=5e-5, batch_size=args.batch_size, seed=13,
+                      sampling=variant.removeprefix("bf16_"), max_steps=args.steps,
+                      layers=args.layers, bf16=variant.startswith("bf16_"))
     return {"examples_per_s": result["train_examples_per_s"], "steps": result["steps"]}
 
 
 def child(args: argparse.Namespace) -> dict:
     side, tasks, variant = args.child.split(":")
     if side == "ours":
-        return ours(tasks.split(","), variant == "group_by_length", args)
+        return ours(tasks.split(","), variant, args)
     return trainer(tasks, variant, args)
 
 
+VARIANTS = (("ours", "random"), ("ours", "group_by_length"), ("trainer", "random"),
+            ("trainer", "group_by_length"), ("ours", "bf16_group_by_length"),
+            ("trainer", "bf16_random"), ("trainer", "bf16_group_by_length"))
+
+
 def measure_all(args: argparse.Namespace) -> dict[str, float]:
-    specs = [f"{side}:{task}:{variant}" for task in TASKS
-             for side, variant in (("ours", "random"), ("ours", "group_by_length"),
-                                   ("trainer", "random"), ("trainer", "group_by_length"))]
+    specs = [f"{side}:{task}:{variant}" for task in TASKS for side, variant in VARIANTS]
     specs += [f"ours:{','.join(TASKS)}:random", f"ours:{','.join(TASKS)}:group_by_length"]
     speeds = {}
     for spec in specs:
@@ -103,6 +111,13 @@ def rows_from(speeds: dict[str, float], data_dir: Path) -> list[Row]:
         rows.append(Row("training", f"{task} single-task, examples/s", best,
                         speeds[f"trainer:{task}:group_by_length"], "Trainer group_by_length",
                         "ex/s", True, 1.0))
+        trainer_bf16 = max(("bf16_random", "bf16_group_by_length"),
+                           key=lambda v: speeds[f"trainer:{task}:{v}"])
+        rows.append(Row("training", f"{task} single-task, bf16, examples/s",
+                        speeds[f"ours:{task}:bf16_group_by_length"],
+                        speeds[f"trainer:{task}:{trainer_bf16}"],
+                        f"Trainer bf16=True, best of its samplers ({trainer_bf16[5:]})",
+                        "ex/s", True, 1.3))
     sizes = {t: sum(1 for _ in open(data_dir / t / "train.jsonl")) for t in TASKS}
     share = {t: n / sum(sizes.values()) for t, n in sizes.items()}
     mixed = 1 / sum(share[t] / speeds[f"trainer:{t}:random"] for t in TASKS)
@@ -114,11 +129,10 @@ def rows_from(speeds: dict[str, float], data_dir: Path) -> list[Row]:
 
 def detail_table(speeds: dict[str, float]) -> str:
     lines = ["| data | ours, random batches | ours, group_by_length | Trainer default "
-             "| Trainer group_by_length |", "|---|---|---|---|---|"]
+             "| Trainer group_by_length | ours bf16, group_by_length | Trainer bf16 default "
+             "| Trainer bf16 group_by_length |", "|---|---|---|---|---|---|---|---|"]
     for task in (*TASKS, ",".join(TASKS)):
-        cells = [speeds.get(f"{side}:{task}:{variant}") for side, variant in (
-            ("ours", "random"), ("ours", "group_by_length"), ("trainer", "random"),
-            ("trainer", "group_by_length"))]
+        cells = [speeds.get(f"{side}:{task}:{variant}") for side, variant in VARIANTS]
         lines.append(f"| {task.replace(',', ' + ')} | " + " | ".join(
             "—" if c is None else f"{c:.1f}" for c in cells) + " |")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from data_prep.subsets import (
     subset_dir,
 )
 from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.files import check_output, read_text
 from mtdnn.task_def import DEFAULT_TASK_DEFS_DIR, load_task_defs
 
 DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sources}
@@ -50,9 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     subsets = commands.add_parser("subsets", help="draw seeded nested train subsets")
     subsets.add_argument("--data-dir", type=Path, default=Path("data"),
                          help="the --out-dir of a previous conversion (default: %(default)s)")
-    subsets.add_argument("--task", required=True)
-    subsets.add_argument("--split", default="train")
-    subsets.add_argument("--seed", type=int, default=13)
+    subsets.add_argument("--task", required=True, help="task name, e.g. scitail")
+    subsets.add_argument("--split", default="train",
+                         help="the prepared split to draw from (default: %(default)s)")
+    subsets.add_argument("--seed", type=int, default=13,
+                         help="seed of the permutation (default: %(default)s)")
     subsets.add_argument("--out-dir", type=Path,
                          help="default: <data-dir>/<task>/subsets/seed<seed>")
     how = subsets.add_mutually_exclusive_group(required=True)
@@ -70,9 +73,15 @@ def convert(datasets: list[str], raw_dir: Path, out_dir: Path, tasks: dict) -> N
     if not raw_dir.is_dir():
         raise MtdnnError("raw data folder not found", file=raw_dir,
                          allowed="a folder holding glue/, snli/, scitail/ downloads")
+    if out_dir.resolve() == raw_dir.resolve():
+        raise MtdnnError("the output folder is the raw data folder", file=out_dir,
+                         key="--out-dir", allowed="a folder apart from --raw-dir, e.g. data")
     sources = [s for name in datasets for s in DATASETS[name](raw_dir, tasks)]
     if not sources:
         raise MtdnnError(f"no raw files of {', '.join(datasets)} found", file=raw_dir)
+    for source in sources:
+        check_output(out_dir / source.task.name / f"{source.split}.jsonl", [source.path],
+                     key="--out-dir", overwrite=True)
     entries = {}
     with Staging(out_dir) as staging:
         for source in sources:
@@ -104,11 +113,16 @@ def main(argv: list[str] | None = None) -> None:
     if not source.is_file():
         raise MtdnnError(f"no prepared {args.split} file for task '{args.task}'", file=source,
                          allowed="run `python -m data_prep <dataset> --out-dir DATA_DIR` first")
+    if args.seed < 0:
+        raise MtdnnError(f"seed {args.seed} is negative", key="--seed",
+                         allowed="a whole number >= 0")
+    if args.reference_size is not None and args.reference_size <= 0:
+        raise MtdnnError(f"reference size {args.reference_size} is not positive",
+                         key="--reference-size", allowed="a whole number >= 1")
     if args.preset:
         sizes = paper_sizes(args.task)
     elif args.percent:
-        with open(source, encoding="utf-8") as handle:
-            reference = args.reference_size or sum(1 for _ in handle)
+        reference = args.reference_size or len(read_text(source).splitlines())
         sizes = sizes_from_percents(args.percent, reference)
     else:
         sizes = sizes_from_counts(args.count)

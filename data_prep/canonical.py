@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_write_text, sha256_of
+from mtdnn.files import atomic_write_text, is_disk_full, read_json, sha256_of, write_error
 from mtdnn.task_def import TaskDef
 
 MANIFEST = "manifest.json"
@@ -102,7 +102,7 @@ def update_manifest(folder: Path, entries: dict[str, Any]) -> Path:
     manifest_path = folder / MANIFEST
     manifest: dict[str, Any] = {"files": {}}
     if manifest_path.exists():
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest = read_json(manifest_path)
     manifest.setdefault("files", {}).update(entries)
     manifest["files"] = dict(sorted(manifest["files"].items()))
     atomic_write_text(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
@@ -118,8 +118,11 @@ class Staging:
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
-        out_dir.mkdir(parents=True, exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(dir=out_dir, prefix=".staging-"))
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self.dir = Path(tempfile.mkdtemp(dir=out_dir, prefix=".staging-"))
+        except OSError as error:
+            raise write_error(out_dir, error) from None
         self.files: list[str] = []
 
     def path(self, relative: str) -> Path:
@@ -138,8 +141,11 @@ class Staging:
     def __enter__(self) -> Staging:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, kind: type | None, error: BaseException | None, _: object) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        if error is not None and not isinstance(error, MtdnnError) and (
+                isinstance(error, OSError) or is_disk_full(error)):
+            raise write_error(self.out_dir, error) from None
 
 
 def convert_split(source: SplitSource, staging: Staging, out_name: str) -> dict[str, Any]:

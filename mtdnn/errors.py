@@ -15,6 +15,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 USER_ERROR_EXIT_CODE = 2
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
 class MtdnnError(Exception):
@@ -49,11 +50,28 @@ class MtdnnError(Exception):
         return text
 
 
+class Interrupted(MtdnnError):
+    """Ctrl-C, reported in one line with what survives (e.g. how to resume)."""
+
+    exit_code = INTERRUPTED_EXIT_CODE
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """`` (did you mean 'x'?)`` for a close match among ``choices``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 def run_cli(main: Callable[[list[str] | None], T], argv: list[str] | None = None) -> T:
     """Run a CLI ``main``, turning :class:`MtdnnError` into a message and exit code 2.
 
-    ``--debug`` anywhere in argv re-raises with the full traceback instead.
+    Ctrl-C prints one line and exits with 130; a full disk met outside mtdnn's own writers
+    is still one line. ``--debug`` anywhere in argv re-raises with the full traceback.
     """
+    from mtdnn.files import is_disk_full
+
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:
@@ -64,4 +82,18 @@ def run_cli(main: Callable[[list[str] | None], T], argv: list[str] | None = None
         if debug:
             raise
         print(f"error: {error.format()}", file=sys.stderr)
+        raise SystemExit(getattr(error, "exit_code", USER_ERROR_EXIT_CODE)) from None
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("error: interrupted; outputs are written whole or not at all, so nothing "
+              "half-written was left", file=sys.stderr)
+        raise SystemExit(INTERRUPTED_EXIT_CODE) from None
+    except Exception as error:
+        if debug or not is_disk_full(error):
+            raise
+        where = getattr(error, "filename", None)
+        print(f"error: {where or 'a file being written'}: cannot write: the disk is full (or "
+              "the file-size limit was reached) (allowed: free some space, or write "
+              "somewhere else)", file=sys.stderr)
         raise SystemExit(USER_ERROR_EXIT_CODE) from None

@@ -20,7 +20,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 
 from mtdnn.checkpoint import ENCODER_DIR, load_model
 from mtdnn.errors import MtdnnError, run_cli
-from mtdnn.files import atomic_dir
+from mtdnn.files import atomic_dir, check_output
 from mtdnn.model import MultiTaskModel, quiet_transformers
 
 PROBES = (("A man is playing a guitar on stage.", "Someone is making music."),
@@ -73,8 +73,10 @@ def check_same_outputs(model: MultiTaskModel, classifier: PreTrainedModel, task_
                          f"{gap:.2e})", file=encoder_dir, allowed="BERT-family encoders")
 
 
-def export_task(checkpoint: Path, task_name: str, out: Path) -> Path:
-    """Write ``task_name`` of ``checkpoint`` to ``out`` (atomically) as an HF classifier."""
+def export_task(checkpoint: Path, task_name: str, out: Path, overwrite: bool = False) -> Path:
+    """Write ``task_name`` of ``checkpoint`` to ``out`` (atomically) as an HF classifier;
+    an existing ``out`` is replaced only with ``overwrite``, and never the checkpoint."""
+    check_output(out, [checkpoint], key="--out", overwrite=overwrite, folder=True)
     model, tokenizer = load_model(checkpoint)
     if task_name not in model.tasks:
         raise MtdnnError(f"task '{task_name}' is not in this checkpoint", file=checkpoint,
@@ -91,11 +93,17 @@ def export_task(checkpoint: Path, task_name: str, out: Path) -> Path:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mtdnn.export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", type=Path, required=True)
-    parser.add_argument("--task", required=True)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--checkpoint", type=Path, required=True,
+                        help="checkpoint folder written by train.py (e.g. runs/rte/best)")
+    parser.add_argument("--task", required=True, help="the task whose head is exported")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="new folder for the Hugging Face model")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --out folder (never the checkpoint)")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")
     args = parser.parse_args(argv)
-    print(f"exported: {export_task(args.checkpoint, args.task, args.out)}")
+    print(f"exported: {export_task(args.checkpoint, args.task, args.out, args.overwrite)}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ never leaves a half-written file behind.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -28,6 +29,45 @@ def sha256_of(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def not_utf8(path: str | Path) -> MtdnnError:
+    """The error for a file that is not UTF-8 text: where the first bad byte is, and what
+    the file looks like instead (a UTF-16 export, say)."""
+    data = Path(path).read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return MtdnnError("the file is UTF-16 text, not UTF-8", file=path,
+                          allowed="UTF-8 text: re-save the file as UTF-8")
+    try:
+        data.decode("utf-8")
+        offset = len(data)
+    except UnicodeDecodeError as error:
+        offset = error.start
+    line = data.count(b"\n", 0, offset) + 1
+    return MtdnnError(f"not UTF-8 text: byte 0x{data[offset]:02x} at byte offset {offset}"
+                      if offset < len(data) else "not UTF-8 text", file=path, line=line,
+                      allowed="UTF-8 text: re-save the file as UTF-8")
+
+
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file's contents; a missing or undecodable file is a user error."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    except OSError as error:
+        raise MtdnnError(f"cannot read file: {error.strerror}", file=path) from None
+
+
+def read_json(path: str | Path) -> Any:
+    """A JSON file (a manifest, a result record); a truncated or edited one names the line."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise MtdnnError(f"invalid JSON: {error.msg} (a truncated or hand-edited file?)",
+                         file=path, line=error.lineno,
+                         allowed="the file as mtdnn wrote it; delete it to rebuild it") from None
+
+
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` from a JSON-lines file; bad JSON names the line."""
     path = Path(path)
@@ -36,7 +76,14 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     except OSError as error:
         raise MtdnnError(f"cannot read file: {error.strerror}", file=path) from None
     with handle:
-        for number, line in enumerate(handle, start=1):
+        lines = enumerate(handle, start=1)
+        while True:
+            try:
+                number, line = next(lines)
+            except StopIteration:
+                return
+            except UnicodeDecodeError:
+                raise not_utf8(path) from None
             if not line.strip():
                 continue
             try:
@@ -48,16 +95,127 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, obj
 
 
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+DISK_FULL_WORDS = ("No space left on device", "File too large", "Disk quota exceeded")
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk (or the file-size limit) is full, whatever library
+    raised it: Python's OSError, safetensors' and torch's own error types."""
+    if isinstance(error, OSError) and error.errno in DISK_FULL:
+        return True
+    return any(words in str(error) for words in DISK_FULL_WORDS)
+
+
+def write_error(path: Path, error: BaseException) -> MtdnnError:
+    """A failed write as a user error: a file in the way, a full disk, no permission."""
+    if isinstance(error, (NotADirectoryError, FileExistsError)) or (
+            isinstance(error, OSError) and error.errno in (errno.ENOTDIR, errno.EEXIST)):
+        blocker = next((p for p in [path, *path.parents] if p.exists() and not p.is_dir()),
+                       path)
+        return MtdnnError(f"cannot write here: {blocker} is a file, not a folder", file=path,
+                          allowed="a path whose folders are folders")
+    if is_disk_full(error):
+        return MtdnnError("cannot write: the disk is full (or the file-size limit was "
+                          "reached); nothing earlier was changed", file=path,
+                          allowed="free some space, or write somewhere else")
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return MtdnnError(f"cannot write: {reason}", file=path,
+                      allowed="a path you can write to")
+
+
+def check_output(path: Path, inputs: list[Path], *, key: str, overwrite: bool,
+                 folder: bool = False) -> None:
+    """Refuse, before any work, an output that would destroy data the command did not
+    create: one of its inputs (or inside or around one), or an existing file or folder
+    the user did not ask to replace."""
+    target = path.resolve()
+    for source in inputs:
+        source = source.resolve()
+        if target == source or target.is_relative_to(source) or (
+                folder and source.is_relative_to(target)):
+            raise MtdnnError(f"the output would overwrite an input ({source})", file=path,
+                             key=key, allowed="an output path apart from every input")
+    check_output_parent(path)
+    if folder and path.exists() and not path.is_dir():
+        raise MtdnnError("the output folder is a file", file=path, key=key,
+                         allowed="a new folder")
+    if not folder and path.is_dir():
+        raise MtdnnError("the output is a folder; a file is written here", file=path, key=key,
+                         allowed="a file name, e.g. <folder>/predictions.jsonl")
+    exists = path.exists() and (not folder or any(path.iterdir()))
+    if exists and not overwrite:
+        raise MtdnnError(f"the output {'folder' if folder else 'file'} already exists",
+                         file=path, key=key,
+                         allowed="a new path, or --overwrite to replace it")
+
+
+def make_output_dir(path: Path, key: str = "output_dir") -> Path:
+    """Create an output folder; a file in the way is a user error naming ``key``."""
+    if path.exists() and not path.is_dir():
+        raise MtdnnError("the output folder is a file", file=path, key=key,
+                         allowed="a folder path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise write_error(path, error) from None
+    return path
+
+
+def raise_as_write_error(path: Path, error: Exception) -> None:
+    """Re-raise ``error``, as a user error naming ``path`` when it is a failed write (a
+    file in the way, a full disk) rather than a bug."""
+    if not isinstance(error, MtdnnError) and (isinstance(error, OSError)
+                                              or is_disk_full(error)):
+        raise write_error(path, error) from None
+    raise error
+
+
+def umask() -> int:
+    """The process's umask (read by setting and restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def make_shareable(path: Path) -> None:
+    """Give a written file or folder tree the modes a plain ``open``/``mkdir`` would have
+    had under the user's umask: ``mkstemp``/``mkdtemp`` make 0600/0700, and safetensors
+    writes its files 0600, which other users of a shared machine could not read."""
+    mask = umask()
+    for item in [path, *(path.rglob("*") if path.is_dir() else [])]:
+        os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~mask)
+
+
+def check_output_parent(path: Path) -> None:
+    """Fail early, before any work, if ``path`` cannot be created: one of its folders
+    is a file."""
+    for parent in [path, *path.parents]:
+        if parent.exists():
+            if parent != path and not parent.is_dir():
+                raise write_error(path, NotADirectoryError(errno.ENOTDIR, "Not a directory"))
+            return
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    if path.is_dir():
+        raise MtdnnError("cannot write a file here: it is a folder", file=path,
+                         allowed="a file name, e.g. <folder>/predictions.jsonl")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as error:
+        raise write_error(path, error) from None
     try:
         yield Path(tmp)
+        make_shareable(Path(tmp))
         os.replace(tmp, path)
+    except Exception as error:
+        raise_as_write_error(path, error)
     finally:
         Path(tmp).unlink(missing_ok=True)
 
@@ -81,17 +239,26 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     so at every instant either the old or the new complete folder exists.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    if path.exists() and not path.is_dir():
+        raise MtdnnError("cannot write a folder here: it is a file", file=path,
+                         allowed="a folder path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    except OSError as error:
+        raise write_error(path, error) from None
+    old = path.parent / f".{path.name}.old-{os.getpid()}"
     try:
         yield tmp
-        old = None
+        make_shareable(tmp)
         if path.exists():
-            old = path.parent / f".{path.name}.old-{os.getpid()}"
             shutil.rmtree(old, ignore_errors=True)
             os.replace(path, old)
         os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    except Exception as error:
+        raise_as_write_error(path, error)
     finally:
+        if not path.exists() and old.exists():  # interrupted between the two renames
+            os.replace(old, path)
         shutil.rmtree(tmp, ignore_errors=True)

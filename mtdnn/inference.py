@@ -14,21 +14,17 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from tqdm.auto import tqdm
 
 from mtdnn.checkpoint import load_checkpoint_tasks, load_model
 from mtdnn.data import Collator, TaskSplit, get_batch, tokenize_file
 from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_write_text
+from mtdnn.files import atomic_write_text, check_output
 from mtdnn.metrics import compute_metrics
 from mtdnn.model import MultiTaskModel
+from mtdnn.precision import AMP_DTYPES, autocast_context, inference_device
+from mtdnn.schema import load_yaml
 from mtdnn.task_def import TaskDef
-
-
-def autocast_context(device: torch.device, dtype: torch.dtype | None):
-    """``torch.autocast`` for ``dtype`` on ``device``, or a no-op for full precision."""
-    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
 @torch.inference_mode()
@@ -94,19 +90,6 @@ def glue_index(uid: str, path: str, line: int) -> str:
     return index
 
 
-def default_amp_dtype(device: torch.device) -> torch.dtype | None:
-    """bf16 on CUDA (fp16 where bf16 is unsupported); full precision on CPU."""
-    if device.type != "cuda":
-        return None
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
-
-def inference_device() -> tuple[torch.device, torch.dtype | None]:
-    """CUDA when present, with its default mixed precision; CPU in fp32 otherwise."""
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return device, default_amp_dtype(device)
-
-
 def checkpoint_task(checkpoints: list[Path], task_name: str) -> TaskDef:
     """The task definition shared by every checkpoint; an error names the odd one out."""
     found = None
@@ -138,15 +121,24 @@ def write_predictions(path: Path, records: list[dict[str, Any]], fmt: str,
 
 def predict_file(checkpoints: list[Path], task_name: str, input_path: Path, output_path: Path,
                  batch_size: int | None = None, fmt: str = "jsonl",
-                 progress: bool = True) -> dict[str, Any]:
+                 progress: bool = True, overwrite: bool = False,
+                 precision: str = "auto") -> dict[str, Any]:
     """Score ``input_path`` with one checkpoint or an ensemble; write predictions (and, for
-    labelled input, metrics next to them). Nothing is written if anything fails."""
+    labelled input, metrics next to them). Nothing is written if anything fails, and no
+    input or existing file is overwritten unless ``overwrite``."""
+    if batch_size is not None and batch_size <= 0:
+        raise MtdnnError(f"batch size {batch_size} is not positive", key="--batch-size",
+                         allowed="a whole number >= 1 (default: the run's eval_batch_size)")
+    for path in (output_path, metrics_path(output_path)):
+        check_output(path, [input_path, *checkpoints], key="--output", overwrite=overwrite)
     task = checkpoint_task(checkpoints, task_name)
-    device, amp_dtype = inference_device()
+    device, native = inference_device()
+    resolved = native if precision == "auto" else precision
+    amp_dtype = AMP_DTYPES[resolved]
     outputs, split = [], None
     started = time.perf_counter()
     for path in checkpoints:
-        saved = yaml.safe_load((path / "config.yaml").read_text()) or {}
+        saved = load_yaml(path / "config.yaml") or {}
         model, tokenizer = load_model(path)
         model.to(device)
         split = tokenize_file(input_path, task, tokenizer, saved.get("max_seq_len", 128))
@@ -168,7 +160,7 @@ def predict_file(checkpoints: list[Path], task_name: str, input_path: Path, outp
         atomic_write_text(metrics_path(output_path),
                           json.dumps({"task": task_name, "metrics": metrics}, indent=2) + "\n")
     return {"examples": len(split), "seconds": seconds, "metrics": metrics,
-            "examples_per_s": len(split) * len(checkpoints) / seconds}
+            "examples_per_s": len(split) * len(checkpoints) / seconds, "precision": resolved}
 
 
 def metrics_path(output_path: Path) -> Path:

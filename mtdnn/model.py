@@ -107,6 +107,11 @@ def load_encoder(name: str, num_layers: int | None = None, dropout: float | None
         with quiet_transformers():
             config = AutoConfig.from_pretrained(path)
             if num_layers:
+                available = getattr(config, "num_hidden_layers", num_layers)
+                if num_layers > available:
+                    raise MtdnnError(f"encoder_layers={num_layers}, but {name!r} has "
+                                     f"{available} layers (more would be random layers)",
+                                     key="encoder_layers", allowed=f"1 to {available}")
                 config.num_hidden_layers = num_layers
             if dropout is not None:
                 for attribute in DROPOUT_ATTRIBUTES:
@@ -114,6 +119,8 @@ def load_encoder(name: str, num_layers: int | None = None, dropout: float | None
                         setattr(config, attribute, dropout)
             tokenizer = AutoTokenizer.from_pretrained(path)
             encoder = AutoModel.from_pretrained(path, config=config)
+    except MtdnnError:
+        raise
     except OSError as error:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         hint = ("a local folder with config.json and weights, or "
@@ -123,4 +130,10 @@ def load_encoder(name: str, num_layers: int | None = None, dropout: float | None
             problem += " (not a local folder, and HF_HUB_OFFLINE=1 forbids downloading)"
         raise MtdnnError(f"{problem}: {str(error).splitlines()[0]}", key="encoder",
                          allowed=hint) from None
+    except Exception as error:  # a truncated or corrupt weights or tokenizer file
+        if not Path(path).is_dir():
+            raise
+        raise MtdnnError(f"cannot load the encoder in this folder (a truncated or corrupt "
+                         f"file?): {str(error).splitlines()[0]}", file=path, key="encoder",
+                         allowed="a folder written whole by save_pretrained") from None
     return encoder, tokenizer

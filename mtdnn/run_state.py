@@ -129,6 +129,8 @@ def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
     import yaml
 
     saved = yaml.safe_load(saved_yaml)
+    if saved.get("precision") == "auto":  # written before runs recorded the resolved one,
+        saved["precision"] = "fp32"       # when auto meant fp32 on a CPU
     differing = sorted(k for k in set(saved) | set(current)
                        if k not in may_differ and saved.get(k) != current.get(k))
     if differing:

@@ -17,7 +17,8 @@ from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
-from mtdnn.errors import MtdnnError
+from mtdnn.errors import MtdnnError, did_you_mean
+from mtdnn.files import read_text
 
 T = TypeVar("T")
 
@@ -70,8 +71,8 @@ def _convert(tp: Any, value: Any, source: str | Path | None, key: str) -> Any:
     if origin is Literal:
         if value in args:
             return value
-        raise MtdnnError(f"unknown value {value!r}", file=source, key=key,
-                         allowed=", ".join(map(str, args)))
+        raise MtdnnError(f"unknown value {value!r}{did_you_mean(value, args)}", file=source,
+                         key=key, allowed=", ".join(map(str, args)))
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             fail()
@@ -104,6 +105,11 @@ def _convert(tp: Any, value: Any, source: str | Path | None, key: str) -> Any:
     if tp is str:
         if isinstance(value, str):
             return value
+        if isinstance(value, bool):
+            raise MtdnnError(
+                f"found {value!r} (a boolean: YAML reads unquoted yes/no/on/off/true/false as "
+                "booleans), expected a string", file=source, key=key,
+                allowed="quote it, e.g. labels: ['yes', 'no']")
         fail()
     raise TypeError(f"schema: unsupported field type {tp!r} for {key}")
 
@@ -123,9 +129,11 @@ def build(cls: type[T], data: dict[str, Any] | None, *, source: str | Path | Non
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise MtdnnError(f"unknown key '{unknown[0]}'", file=source,
+        offered = [f for f in fields if f not in hidden]
+        raise MtdnnError(f"unknown key '{unknown[0]}'{did_you_mean(unknown[0], offered)}",
+                         file=source,
                          key=f"{prefix}.{unknown[0]}" if prefix else unknown[0],
-                         allowed=", ".join(f for f in fields if f not in hidden))
+                         allowed=", ".join(offered))
     values = {}
     for name, field in fields.items():
         key = f"{prefix}.{name}" if prefix else name
@@ -176,10 +184,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 def load_yaml(path: str | Path) -> Any:
     """Parse a YAML file strictly; syntax errors and duplicate keys name file and line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise MtdnnError(f"cannot read file: {error.strerror}", file=path) from None
+    text = read_text(path)
     loader = _StrictLoader(text)
     loader.name = str(path)
     try:

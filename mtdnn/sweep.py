@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -31,7 +30,13 @@ import numpy as np
 from mtdnn.checkpoint import weights_fingerprint
 from mtdnn.config import config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, run_cli
-from mtdnn.files import atomic_path, atomic_write_json, atomic_write_text
+from mtdnn.files import (
+    atomic_path,
+    atomic_write_json,
+    atomic_write_text,
+    make_output_dir,
+    read_json,
+)
 from mtdnn.run_state import continue_keys
 from mtdnn.schema import build, to_dict
 from mtdnn.trainer import train
@@ -78,6 +83,10 @@ def load_sweep_config(path: str | Path | None, overrides: list[str]) -> SweepCon
     """Load the sweep YAML with ``key=value`` overrides (``train.*`` keys reach every cell)."""
     data = load_mapping(path, overrides)
     train_keys = data.pop("train", {}) or {}
+    if not isinstance(train_keys, dict):
+        raise MtdnnError(f"found {train_keys!r} ({type(train_keys).__name__}), expected a "
+                         "mapping of training keys", file=path, key="train",
+                         allowed="a mapping, e.g. train: {epochs: 3, batch_size: 32}")
     starts = data.get("start_points")
     if isinstance(starts, dict):  # shorthand: `name: folder` or `name: null`
         data["start_points"] = {name: {"init": value} if value is None or isinstance(value, str)
@@ -97,7 +106,11 @@ def subset_manifest(config: SweepConfig, task: str) -> dict[str, Any]:
         raise MtdnnError(f"no subsets of task '{task}'", file=path,
                          allowed=f"python -m data_prep subsets --data-dir {config.data_dir} "
                                  f"--task {task} --preset paper --seed {config.subset_seed}")
-    files = json.loads(path.read_text())["files"]
+    manifest = read_json(path)
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise MtdnnError("the manifest has no 'files' mapping", file=path,
+                         allowed="a manifest written by python -m data_prep subsets")
     missing = [s for s in config.subsets if s not in files]
     if missing:
         raise MtdnnError(f"subset '{missing[0]}' of task '{task}' was never drawn", file=path,
@@ -171,7 +184,7 @@ def is_finished(config: SweepConfig, cell: Cell, fingerprint: str | None) -> boo
     path = cell_dir(config, cell) / "result.json"
     if not path.is_file():
         return False
-    result = json.loads(path.read_text())
+    result = read_json(path)
     check_train_keys(config, cell, result, path)
     saved = result.get("start_fingerprint")
     if saved != fingerprint:
@@ -206,24 +219,25 @@ def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any],
 
 
 def run_sweep(config: SweepConfig) -> Path:
-    """Run every missing cell, then write the results files; returns the results folder."""
+    """Run every missing cell, then write the results files; returns the results folder.
+    Every finished cell is checked before anything is written."""
     manifests = {task: subset_manifest(config, task) for task in config.tasks}
     fingerprints = start_fingerprints(config)
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "sweep_config.json", to_dict(config))
+    todo = []
     for task in config.tasks:
         for subset, entry in manifests[task].items():
             if not entry["available"]:
                 log.info("%s %s: %s, skipped", task, subset, entry["reason"])
                 continue
-            for start in config.start_points:
-                for seed in config.seeds:
-                    cell = Cell(start, task, subset, seed)
-                    if is_finished(config, cell, fingerprints[start]):
-                        continue
-                    log.info("cell %s", cell)
-                    run_cell(config, cell, entry, fingerprints[start])
+            todo += [(Cell(start, task, subset, seed), entry)
+                     for start in config.start_points for seed in config.seeds
+                     if not is_finished(config, Cell(start, task, subset, seed),
+                                        fingerprints[start])]
+    out = make_output_dir(Path(config.output_dir))
+    atomic_write_json(out / "sweep_config.json", to_dict(config))
+    for cell, entry in todo:
+        log.info("cell %s", cell)
+        run_cell(config, cell, entry, fingerprints[cell.start])
     write_results(config, manifests)
     return out
 
@@ -238,7 +252,7 @@ def collect(config: SweepConfig) -> list[dict[str, Any]]:
                     cell = Cell(start, task, subset, seed)
                     path = cell_dir(config, cell) / "result.json"
                     if path.is_file():
-                        rows.append(json.loads(path.read_text()))
+                        rows.append(read_json(path))
                         check_train_keys(config, cell, rows[-1], path)
     return rows
 
@@ -354,7 +368,7 @@ def main(argv: list[str] | None = None) -> None:
     config = load_sweep_config(args.config, args.overrides)
     if args.report_only:
         out = Path(config.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        make_output_dir(out)
         write_results(config, {task: subset_manifest(config, task) for task in config.tasks})
     else:
         out = run_sweep(config)

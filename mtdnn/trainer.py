@@ -9,6 +9,7 @@ encoder (and heads of matching tasks) from a saved run; nothing else of that run
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -26,6 +27,8 @@ from mtdnn.checkpoint import copy_checkpoint, keep_recent, save_checkpoint
 from mtdnn.components import (
     build_model,
     check_best_metric,
+    check_lengths,
+    check_run_dir,
     choose_device,
     load_task_data,
     score_of,
@@ -38,12 +41,13 @@ from mtdnn.components import (
 from mtdnn.config import TrainConfig, config_to_yaml
 from mtdnn.data import get_batch
 from mtdnn.distributed import Distributed, init_distributed, shutdown
-from mtdnn.errors import MtdnnError
+from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
-from mtdnn.inference import autocast_context, evaluate_split
+from mtdnn.inference import evaluate_split
 from mtdnn.model import MultiTaskModel
 from mtdnn.optimization import build_optimizer, build_scheduler
+from mtdnn.precision import AMP_DTYPES, autocast_context
 from mtdnn.run_state import (
     RunState,
     restore_sampler,
@@ -110,23 +114,45 @@ def train(config: TrainConfig) -> dict[str, Any]:
     distributed = init_distributed("cuda" if use_cuda(config) else "cpu")
     try:
         return _train(config, distributed)
+    except KeyboardInterrupt:
+        raise interrupted(Path(config.output_dir)) from None
     finally:
         shutdown(distributed)
+
+
+def interrupted(run_dir: Path) -> Interrupted:
+    """Ctrl-C: what the run's ``last`` checkpoint holds (saved whole or not at all) and
+    how to continue from it."""
+    info = run_dir / "last" / "checkpoint.json"
+    if not info.is_file():
+        return Interrupted("interrupted before the first checkpoint; nothing to resume",
+                           file=run_dir, allowed="start the run again (overwrite=true)")
+    step = json.loads(info.read_text(encoding="utf-8"))["step"]
+    return Interrupted(f"interrupted; the last checkpoint holds step {step}: resume with "
+                       f"resume={run_dir}", file=run_dir)
 
 
 def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
     main = distributed.is_main
     resume_from = resume_checkpoint(config.resume)
-    run_dir = start_run_dir(config, resume_from) if main else Path(config.output_dir)
+    # Everything is checked before the run folder is written: a failed start leaves no
+    # folder that looks like a run (and an old run is replaced only once all is well).
+    device, precision = choose_device(config, distributed.local_rank)
+    # The resolved precision is what config.yaml records (and what a resume must match).
+    config = dataclasses.replace(config, precision=precision)
+    amp_dtype = AMP_DTYPES[precision]
+    log.info("device %s, precision %s", device, precision)
+    check_run_dir(config, resume_from)
     seed_everything(config.seed)
-    device, amp_dtype = choose_device(config, distributed.local_rank)
     tasks = select_tasks(config)
     model, tokenizer = build_model(config, tasks, resume_from)
+    check_lengths(config, tasks, model.encoder, tokenizer)
     model.to(device)
     distributed.broadcast_parameters(model)
     torch.manual_seed(config.seed + distributed.rank)  # each rank its own dropout masks
     data = load_task_data(config, tasks, tokenizer, distributed)
     check_best_metric(config.best_metric, tasks, data)
+    run_dir = start_run_dir(config, resume_from) if main else Path(config.output_dir)
 
     lengths = {t: np.array([len(ids) for ids in d.train.dataset["input_ids"]])
                for t, d in data.items()} if config.sampler.group_by_length else None
@@ -263,6 +289,9 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
         state.running[f"{ref.task}/loss"].append(global_loss)
         clock["examples"] += len(ref.indices)
 
+    if config.compile:
+        # After the teacher's copy: the compiled forward belongs to the student alone.
+        model.encoder.compile(dynamic=True)
     progress = tqdm(total=total_steps, initial=state.step,
                     disable=not (config.progress_bar and main), desc="train")
     model.train()
@@ -335,7 +364,8 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
     metrics_file.close()
     best = max(state.evals, key=lambda e: e["score"])
     train_seconds = time.perf_counter() - clock["started"] - clock["outside_training"]
-    summary = {"run_dir": str(run_dir), "steps": state.step, "best": best,
+    summary = {"run_dir": str(run_dir), "steps": state.step, "precision": precision,
+               "best": best,
                "last": state.evals[-1], "train_seconds": round(train_seconds, 3),
                "train_examples_per_s": round(clock["examples"] / max(train_seconds, 1e-9), 2)}
     log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints excluded)",

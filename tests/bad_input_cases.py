@@ -10,12 +10,16 @@ and asserts exit code 2, the expected words and no traceback; it also checks tha
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -29,17 +33,85 @@ GOOD_EXAMPLE = '{"uid": "a", "sentence1": "P.", "sentence2": "H.", "label": "ent
 
 @dataclass(frozen=True)
 class Case:
-    kind: str  # data file | task definition | run config | CLI argument | checkpoint
+    kind: str  # one of KINDS
     what: str
     command: str  # data_prep | train | predict | sweep | compare | export
     setup: Callable[[Path, dict], list[str]]  # (tmp folder, context) -> argv
     expect: str
+    code: int = 2  # 130 for Ctrl-C
+    # Ctrl-C: a context manager that makes the command meet a KeyboardInterrupt
+    interrupt: Callable[[], contextlib.AbstractContextManager] | None = None
+    file_size_limit: int | None = None  # full disk: run in a process with RLIMIT_FSIZE
+    allowed_new: tuple[str, ...] = ()  # folders under tmp a failed run may leave (a run dir)
+    check: Callable[[Path], None] | None = None  # more assertions on what is left
 
 
-def write(path: Path, text: str) -> Path:
+KINDS = ("data file", "task definition", "run config", "CLI argument", "checkpoint",
+         "data loss", "encoding", "output path", "full disk", "interrupt")
+
+
+def write(path: Path, text: str | bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     return path
+
+
+LATIN1 = "Caf\u00e9 au lait.".encode("latin-1")  # a byte (0xe9) that is not UTF-8
+NOT_UTF8 = b"not UTF-8 text: byte 0xe9 at byte offset"
+
+
+def latin1_line(text: str) -> bytes:
+    """``text`` with its 'P.' replaced by a Latin-1 'Café au lait.'."""
+    return text.encode().replace(b"P.", LATIN1)
+
+
+def copy_checkpoint(tmp: Path, ctx: dict, name: str = "ck") -> Path:
+    """A copy of the context's checkpoint, for cases that damage it."""
+    target = tmp / name
+    shutil.copytree(ctx["checkpoint"], target)
+    return target
+
+
+def damaged_checkpoint(tmp: Path, ctx: dict, damage: Callable[[Path], object]) -> Path:
+    """A copy of the context's checkpoint with ``damage(copy)`` done to it."""
+    checkpoint = copy_checkpoint(tmp, ctx)
+    damage(checkpoint)
+    return checkpoint
+
+
+def truncated(relative: str, keep: int = 100) -> Callable[[Path], object]:
+    return lambda ck: (ck / relative).write_bytes((ck / relative).read_bytes()[:keep])
+
+
+def replaced(relative: str, content: bytes) -> Callable[[Path], object]:
+    return lambda ck: (ck / relative).write_bytes(content)
+
+
+def interrupt_at(target: str, calls: int = 1) -> Callable[[], contextlib.AbstractContextManager]:
+    """Patch ``target`` so that its ``calls``-th call meets Ctrl-C (a KeyboardInterrupt,
+    which is what Python's SIGINT handler raises)."""
+
+    def patcher() -> contextlib.AbstractContextManager:
+        module, _, name = target.rpartition(".")
+        original = getattr(__import__(module, fromlist=[name]), name)
+        count = {"n": 0}
+
+        def wrapped(*args, **kwargs):
+            count["n"] += 1
+            if count["n"] >= calls:
+                raise KeyboardInterrupt
+            return original(*args, **kwargs)
+
+        return mock.patch(target, wrapped)
+
+    return patcher
+
+
+def last_is_complete(tmp: Path) -> None:
+    from mtdnn.checkpoint import check_checkpoint, load_model
+
+    check_checkpoint(tmp / "run" / "last")
+    load_model(tmp / "run" / "last")
 
 
 def raw_glue(tmp: Path, name: str, text: str) -> list[str]:
@@ -51,14 +123,15 @@ def raw_rte(tmp: Path, text: str) -> list[str]:
     return raw_glue(tmp, "RTE/train.tsv", text)
 
 
-def train_args(tmp: Path, ctx: dict, *extra: str, train_text: str = GOOD_EXAMPLE * 4) -> list[str]:
+def train_args(tmp: Path, ctx: dict, *extra: str,
+               train_text: str | bytes = GOOD_EXAMPLE * 4) -> list[str]:
     train_file = write(tmp / "train.jsonl", train_text)
     return ["tasks=[rte]", f"tasks.rte.train={train_file}", f"tasks.rte.dev={train_file}",
             f"encoder={ctx['encoder']}", f"output_dir={tmp / 'run'}", "progress_bar=false",
             f"cache_dir={tmp / 'cache'}", "max_steps=2", "batch_size=2", *extra]
 
 
-def task_def_args(tmp: Path, ctx: dict, text: str) -> list[str]:
+def task_def_args(tmp: Path, ctx: dict, text: str | bytes) -> list[str]:
     path = write(tmp / "tasks.yaml", text)
     return train_args(tmp, ctx, f"task_defs=[{path}]")
 
@@ -81,11 +154,35 @@ def compare_args(tmp: Path, ctx: dict, arms: dict) -> list[str]:
     return ["--config", str(write(tmp / "compare.yaml", json.dumps(config)))]
 
 
-def predict_args(tmp: Path, ctx: dict, *, task: str = "rte", checkpoint: str | None = None,
-                 text: str = GOOD_EXAMPLE) -> list[str]:
-    return ["--checkpoint", checkpoint or ctx["checkpoint"], "--task", task, "--input",
-            str(write(tmp / "input.jsonl", text)), "--output", str(tmp / "out.jsonl"),
-            "--no-progress"]
+def predict_args(tmp: Path, ctx: dict, *extra: str, task: str = "rte",
+                 checkpoint: str | Path | None = None, text: str | bytes = GOOD_EXAMPLE,
+                 output: str | Path | None = None) -> list[str]:
+    return ["--checkpoint", str(checkpoint or ctx["checkpoint"]), "--task", task, "--input",
+            str(write(tmp / "input.jsonl", text)), "--output", str(output or tmp / "out.jsonl"),
+            "--no-progress", *extra]
+
+
+def export_args(tmp: Path, ctx: dict, out: Path | str, *extra: str,
+                checkpoint: str | Path | None = None) -> list[str]:
+    return ["--checkpoint", str(checkpoint or ctx["checkpoint"]), "--task", "rte", "--out",
+            str(out), *extra]
+
+
+def raw_snli(tmp: Path, text: bytes) -> list[str]:
+    write(tmp / "raw/snli/snli_1.0_dev.jsonl", text)
+    return ["snli", "--raw-dir", str(tmp / "raw"), "--out-dir", str(tmp / "out")]
+
+
+def subsets_args(tmp: Path, *extra: str, text: str | bytes = GOOD_EXAMPLE * 4) -> list[str]:
+    write(tmp / "data/rte/train.jsonl", text)
+    return ["subsets", "--data-dir", str(tmp / "data"), "--task", "rte", *extra]
+
+
+def sweep_cell_result(tmp: Path, ctx: dict, text: str) -> list[str]:
+    """A sweep whose one finished cell's result.json holds ``text``."""
+    argv = sweep_args(tmp, ctx, {"plain": None})
+    write(tmp / "sweep/plain/scitail/n8/seed13/result.json", text)
+    return argv
 
 
 CASES = [
@@ -160,7 +257,7 @@ CASES = [
     Case("run config", "a loss that becomes NaN", "train",
          lambda t, c: train_args(t, c, "optimizer.lr=1e30", "max_steps=6",
                                  "optimizer.max_grad_norm=1e30"),
-         "the loss of task 'rte' is"),
+         "the loss of task 'rte' is", allowed_new=("run",)),
     Case("CLI argument", "override that is not key=value", "train",
          lambda t, c: train_args(t, c, "epochs"), "override 'epochs' is not key=value"),
     Case("CLI argument", "subset percent out of range", "data_prep",
@@ -200,7 +297,8 @@ CASES = [
     Case("checkpoint", "incomplete checkpoint folder", "predict",
          lambda t, c: predict_args(t, c, checkpoint=str(write(t / "ck/checkpoint.json", "{}")
                                                         .parent)),
-         "not a complete checkpoint: encoder, heads.safetensors, task_defs.yaml missing"),
+         "not a complete checkpoint: encoder, heads.safetensors, task_defs.yaml, config.yaml "
+         "missing"),
     Case("checkpoint", "init_checkpoint that is not a checkpoint", "train",
          lambda t, c: train_args(t, c, f"init_checkpoint={t}"), "not a complete checkpoint"),
     Case("checkpoint", "resume with a different config", "train",
@@ -210,34 +308,356 @@ CASES = [
     Case("checkpoint", "resume from a checkpoint without resume state", "train",
          lambda t, c: train_args(t, c, f"resume={c['checkpoint']}"),
          "the checkpoint has no training_state.pt to resume from"),
+    # -- data loss: never overwrite an input or what the command did not create ----------
+    Case("data loss", "export over the checkpoint it reads", "export",
+         lambda t, c: export_args(t, c, copy_checkpoint(t, c), checkpoint=t / "ck"),
+         "key '--out': the output would overwrite an input"),
+    Case("data loss", "export into a folder holding other files", "export",
+         lambda t, c: export_args(t, c, write(t / "mine/notes.txt", "keep me").parent),
+         "key '--out': the output folder already exists (allowed: a new path, or --overwrite"),
+    Case("data loss", "export into the run folder around the checkpoint", "export",
+         lambda t, c: export_args(t, c, t / "run2", checkpoint=copy_checkpoint(t, c, "run2/best")),
+         "key '--out': the output would overwrite an input"),
+    Case("data loss", "export --overwrite still never replaces the checkpoint", "export",
+         lambda t, c: export_args(t, c, copy_checkpoint(t, c), "--overwrite",
+                                  checkpoint=t / "ck"),
+         "key '--out': the output would overwrite an input"),
+    Case("data loss", "predict with --output equal to --input", "predict",
+         lambda t, c: predict_args(t, c, output=t / "input.jsonl"),
+         "key '--output': the output would overwrite an input"),
+    Case("data loss", "predict over a file it did not write", "predict",
+         lambda t, c: predict_args(t, c, output=write(t / "mine.jsonl", "keep me\n")),
+         "key '--output': the output file already exists (allowed: a new path, or --overwrite"),
+    Case("data loss", "predict --output inside the checkpoint", "predict",
+         lambda t, c: predict_args(t, c, "--overwrite", checkpoint=copy_checkpoint(t, c),
+                                   output=t / "ck" / "config.yaml"),
+         "key '--output': the output would overwrite an input"),
+    Case("data loss", "predict whose metrics file would replace an existing file", "predict",
+         lambda t, c: [*predict_args(t, c, output=t / "p.jsonl"),
+                       *([] if write(t / "p.jsonl.metrics.json", "{}") else [])],
+         "p.jsonl.metrics.json: key '--output': the output file already exists"),
+    Case("data loss", "overwrite=true over the run that holds init_checkpoint", "train",
+         lambda t, c: train_args(t, c, f"output_dir={copy_checkpoint(t, c, 'old/best').parent}",
+                                 f"init_checkpoint={t / 'old' / 'best'}", "overwrite=true"),
+         "key 'init_checkpoint': overwrite=true would delete init_checkpoint"),
+    Case("data loss", "output_dir holding a config.yaml of the user's", "train",
+         lambda t, c: train_args(t, c, "output_dir=" + str(write(t / "mine/config.yaml",
+                                                                  "a: 1").parent)),
+         "key 'output_dir': the output folder already holds a run"),
+    Case("data loss", "data_prep --out-dir equal to --raw-dir", "data_prep",
+         lambda t, c: [*raw_rte(t, RTE_HEADER + RTE_ROW)[:3], "--out-dir", str(t / "raw")],
+         "key '--out-dir': the output folder is the raw data folder"),
+    # -- encoding: every file we read names the file and line of a byte that is not UTF-8 --
+    Case("encoding", "training JSONL with a Latin-1 byte", "train",
+         lambda t, c: train_args(t, c, train_text=GOOD_EXAMPLE.encode() +
+                                 latin1_line(GOOD_EXAMPLE)),
+         "train.jsonl:2: not UTF-8 text: byte 0xe9 at byte offset"),
+    Case("encoding", "dev JSONL with a Latin-1 byte", "train",
+         lambda t, c: train_args(t, c, "tasks.rte.dev=" + str(write(
+             t / "dev.jsonl", latin1_line(GOOD_EXAMPLE)))),
+         "dev.jsonl:1: not UTF-8 text: byte 0xe9 at byte offset"),
+    Case("encoding", "UTF-16 training file (a spreadsheet export)", "train",
+         lambda t, c: train_args(t, c, train_text=GOOD_EXAMPLE.encode("utf-16")),
+         "train.jsonl: the file is UTF-16 text, not UTF-8"),
+    Case("encoding", "task definition YAML with a Latin-1 byte", "train",
+         lambda t, c: task_def_args(t, c, GOOD_TASK.encode() + b"  description: " + LATIN1),
+         "tasks.yaml:6: not UTF-8 text: byte 0xe9 at byte offset"),
+    Case("encoding", "run config YAML with a Latin-1 byte", "train",
+         lambda t, c: ["--config", str(write(t / "run.yaml", b"tasks: [rte]\n# " + LATIN1)),
+                       *train_args(t, c)],
+         "run.yaml:2: not UTF-8 text: byte 0xe9 at byte offset"),
+    Case("encoding", "GLUE tsv with a Latin-1 byte", "data_prep",
+         lambda t, c: raw_rte(t, (RTE_HEADER + RTE_ROW).encode() + b"1\t" + LATIN1 +
+                              b"\tB.\tentailment\n"),
+         "train.tsv:3: not UTF-8 text: byte 0xe9 at byte offset"),
+    Case("encoding", "SNLI jsonl with a Latin-1 byte", "data_prep",
+         lambda t, c: raw_snli(t, b'{"gold_label": "entailment", "sentence1": "' + LATIN1 +
+                               b'", "sentence2": "H."}\n'),
+         "snli_1.0_dev.jsonl:1: not UTF-8 text: byte 0xe9 at byte offset 46"),
+    Case("encoding", "SciTail tsv with a Latin-1 byte", "data_prep",
+         lambda t, c: [*([] if write(t / "raw/scitail/tsv_format/scitail_1.0_dev.tsv",
+                                     b"P.\tH.\tentails\n" + LATIN1 + b"\tH.\tneutral\n")
+                          else []), "scitail", "--raw-dir", str(t / "raw"), "--out-dir",
+                       str(t / "out")],
+         "scitail_1.0_dev.tsv:2: not UTF-8 text: byte 0xe9 at byte offset 17"),
+    Case("encoding", "predict input with a Latin-1 byte", "predict",
+         lambda t, c: predict_args(t, c, text=latin1_line(GOOD_EXAMPLE)),
+         "input.jsonl:1: not UTF-8 text: byte 0xe9 at byte offset"),
+    Case("encoding", "sweep config with a Latin-1 byte", "sweep",
+         lambda t, c: ["--config", str(write(t / "sweep.yaml", b"seeds: [13]\n# " + LATIN1))],
+         "sweep.yaml:2: not UTF-8 text"),
+    Case("encoding", "comparison config with a Latin-1 byte", "compare",
+         lambda t, c: ["--config", str(write(t / "compare.yaml", b"seeds: [13]\n# " + LATIN1))],
+         "compare.yaml:2: not UTF-8 text"),
+    Case("encoding", "subsets manifest with a Latin-1 byte", "sweep",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}),
+                       *([] if write(t / "data/scitail/subsets/seed13/manifest.json",
+                                     b'{"files": "' + LATIN1 + b'"}') else [])],
+         "manifest.json:1: not UTF-8 text: byte 0xe9 at byte offset 14"),
+    Case("encoding", "checkpoint config.yaml with a Latin-1 byte", "predict",
+         lambda t, c: predict_args(t, c, checkpoint=damaged_checkpoint(
+             t, c, replaced("config.yaml", b"seed: 13\n# " + LATIN1))),
+         "config.yaml:2: not UTF-8 text"),
+    Case("encoding", "checkpoint task_defs.yaml with a Latin-1 byte", "predict",
+         lambda t, c: predict_args(t, c, checkpoint=damaged_checkpoint(
+             t, c, replaced("task_defs.yaml", b"# " + LATIN1))),
+         "task_defs.yaml:1: not UTF-8 text"),
+    Case("encoding", "subsets source file with a Latin-1 byte", "data_prep",
+         lambda t, c: subsets_args(t, "--count", "1", text=latin1_line(GOOD_EXAMPLE)),
+         "train.jsonl:1: not UTF-8 text: byte 0xe9 at byte offset"),
+    # -- output path: a file in the way, a folder where a file goes -------------------------
+    Case("output path", "output_dir that is a file", "train",
+         lambda t, c: train_args(t, c, f"output_dir={write(t / 'afile', 'x')}"),
+         "afile: key 'output_dir': the output folder is a file"),
+    Case("output path", "output_dir that runs through a file", "train",
+         lambda t, c: train_args(t, c, f"output_dir={write(t / 'afile', 'x')}/run"),
+         "cannot write here: " ),
+    Case("output path", "cache_dir that is a file", "train",
+         lambda t, c: train_args(t, c, f"cache_dir={write(t / 'afile', 'x')}"),
+         "is a file, not a folder"),
+    Case("output path", "predict --output that is a folder", "predict",
+         lambda t, c: predict_args(t, c, output=(t / "adir").mkdir() or t / "adir"),
+         "adir: key '--output': the output is a folder"),
+    Case("output path", "predict --output through a file", "predict",
+         lambda t, c: predict_args(t, c, output=write(t / "afile", "x") / "out.jsonl"),
+         "afile is a file, not a folder"),
+    Case("output path", "export --out that is a file", "export",
+         lambda t, c: export_args(t, c, write(t / "afile", "x"), "--overwrite"),
+         "afile: key '--out': the output folder is a file"),
+    Case("output path", "export --out through a file", "export",
+         lambda t, c: export_args(t, c, write(t / "afile", "x") / "hf"),
+         "afile is a file, not a folder"),
+    Case("output path", "data_prep --out-dir that is a file", "data_prep",
+         lambda t, c: [*raw_rte(t, RTE_HEADER + RTE_ROW)[:3], "--out-dir",
+                       str(write(t / "afile", "x"))],
+         "afile is a file, not a folder"),
+    Case("output path", "subsets --out-dir that is a file", "data_prep",
+         lambda t, c: subsets_args(t, "--count", "1", "--out-dir", str(write(t / "afile", "x"))),
+         "afile is a file, not a folder"),
+    Case("output path", "sweep output_dir that is a file", "sweep",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}), f"output_dir={write(t / 'afile', 'x')}"],
+         "afile: key 'output_dir': the output folder is a file"),
+    Case("output path", "comparison output_dir that is a file", "compare",
+         lambda t, c: [*compare_args(t, c, {"plain": {}}), f"output_dir={write(t / 'afile', 'x')}"],
+         "afile: key 'output_dir': the output folder is a file"),
+    # -- full disk: a file-size limit (RLIMIT_FSIZE) makes every write past it fail (EFBIG) --
+    Case("full disk", "predictions that do not fit", "predict",
+         lambda t, c: predict_args(t, c, text=GOOD_EXAMPLE * 50), file_size_limit=2_000,
+         expect="out.jsonl: cannot write: the disk is full"),
+    Case("full disk", "canonical files that do not fit", "data_prep",
+         lambda t, c: raw_rte(t, RTE_HEADER + "".join(RTE_ROW.replace("0", str(i), 1)
+                                                      for i in range(200))),
+         file_size_limit=2_000,
+         expect="out: cannot write: the disk is full"),
+    Case("full disk", "a checkpoint that does not fit", "train",
+         lambda t, c: train_args(t, c), file_size_limit=200_000, allowed_new=("run",),
+         expect="last: cannot write: the disk is full"),
+    Case("full disk", "an export that does not fit", "export",
+         lambda t, c: export_args(t, c, t / "hf"), file_size_limit=200_000,
+         expect="hf: cannot write: the disk is full"),
+    # -- config values the schema must refuse before they fail deep inside -----------------
+    Case("run config", "adam_betas of the wrong length", "train",
+         lambda t, c: train_args(t, c, "optimizer.adam_betas=[0.9]"),
+         "key 'optimizer.adam_betas': value (0.9,) is out of range (allowed: two numbers in "
+         "[0, 1)"),
+    Case("run config", "adam_betas outside [0, 1)", "train",
+         lambda t, c: train_args(t, c, "optimizer.adam_betas=[0.9, 1.5]"),
+         "key 'optimizer.adam_betas': value (0.9, 1.5) is out of range"),
+    Case("run config", "negative seed", "train", lambda t, c: train_args(t, c, "seed=-1"),
+         "key 'seed': value -1 is out of range (allowed: a whole number in [0, 2**32))"),
+    Case("run config", "negative weight decay", "train",
+         lambda t, c: train_args(t, c, "optimizer.weight_decay=-0.01"),
+         "key 'optimizer.weight_decay': value -0.01 is out of range"),
+    Case("run config", "zero adam_eps", "train",
+         lambda t, c: train_args(t, c, "optimizer.adam_eps=0"),
+         "key 'optimizer.adam_eps': value 0.0 is out of range"),
+    Case("run config", "max_seq_len beyond the encoder's position embeddings", "train",
+         lambda t, c: train_args(t, c, "max_seq_len=512"),
+         "key 'max_seq_len': max_seq_len 512 is longer than the encoder's 128 position "
+         "embeddings"),
+    Case("run config", "max_seq_len too short to truncate to", "train",
+         lambda t, c: train_args(t, c, "max_seq_len=3"),
+         "key 'max_seq_len': max_seq_len 3 leaves no room for task 'rte''s text"),
+    Case("run config", "encoder_layers beyond the encoder's layers", "train",
+         lambda t, c: train_args(t, c, "encoder_layers=5"),
+         "key 'encoder_layers': encoder_layers=5, but"),
+    Case("run config", "tasks=rte without brackets", "train",
+         lambda t, c: train_args(t, c)[1:3] + ["tasks=rte"] + train_args(t, c)[3:],
+         "key 'tasks': found the single name 'rte', expected a list (allowed: a list, even of "
+         "one task: tasks=[rte]"),
+    Case("run config", "misspelt key", "train",
+         lambda t, c: train_args(t, c, "optimizer.lrr=1e-5"),
+         "unknown key 'lrr' (did you mean 'lr'?)"),
+    Case("run config", "misspelt task", "train", lambda t, c: train_args(t, c, "tasks=[rtee]"),
+         "unknown task 'rtee' (did you mean 'rte'?)"),
+    Case("run config", "misspelt value", "train",
+         lambda t, c: train_args(t, c, "precision=bfloat16"),
+         "unknown value 'bfloat16' (did you mean 'bf16'?)"),
+    Case("run config", "sweep whose train: is a list", "sweep",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}), "train=[epochs, 3]"],
+         "key 'train': found ['epochs', 3] (list), expected a mapping of training keys"),
+    Case("run config", "sweep with a truncated subsets manifest", "sweep",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}),
+                       *([] if write(t / "data/scitail/subsets/seed13/manifest.json",
+                                     '{"files": {"n8": {"fi') else [])],
+         "manifest.json:1: invalid JSON"),
+    Case("run config", "sweep with a truncated finished-cell record", "sweep",
+         lambda t, c: sweep_cell_result(t, c, '{"start_point": "pla'),
+         "seed13/result.json:1: invalid JSON"),
+    Case("run config", "misspelt sweep key", "sweep",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}), "seed=[13]"],
+         "unknown key 'seed' (did you mean 'seeds'?)"),
+    Case("run config", "comparison whose arms are a list", "compare",
+         lambda t, c: ["--config", str(write(t / "compare.yaml",
+                                             "arms: [plain, smart]\ntrain: {tasks: [rte]}\n"))],
+         "key 'arms': found ['plain', 'smart'] (list), expected a mapping"),
+    Case("task definition", "labels yes/no that YAML reads as booleans", "train",
+         lambda t, c: task_def_args(t, c, GOOD_TASK.replace("[entailment, not_entailment]",
+                                                            "[yes, no]")),
+         "key 'rte.labels[0]': found True (a boolean: YAML reads unquoted yes/no/on/off/true/"
+         "false as booleans), expected a string (allowed: quote it"),
+    Case("task definition", "misspelt key", "train",
+         lambda t, c: task_def_args(t, c, GOOD_TASK.replace("labels:", "label:")),
+         "unknown key 'label' (did you mean 'labels'?)"),
+    # -- command-line values -------------------------------------------------------------------
+    Case("CLI argument", "predict --batch-size 0", "predict",
+         lambda t, c: predict_args(t, c, "--batch-size", "0"),
+         "key '--batch-size': batch size 0 is not positive"),
+    Case("CLI argument", "predict --batch-size -3", "predict",
+         lambda t, c: predict_args(t, c, "--batch-size", "-3"),
+         "key '--batch-size': batch size -3 is not positive"),
+    Case("CLI argument", "subsets --percent nan", "data_prep",
+         lambda t, c: subsets_args(t, "--percent", "nan"),
+         "key '--percent': percent nan is out of range"),
+    Case("CLI argument", "subsets --percent inf", "data_prep",
+         lambda t, c: subsets_args(t, "--percent", "inf"),
+         "key '--percent': percent inf is out of range"),
+    Case("CLI argument", "subsets with a negative --seed", "data_prep",
+         lambda t, c: subsets_args(t, "--count", "1", "--seed", "-1"),
+         "key '--seed': seed -1 is negative"),
+    Case("CLI argument", "subsets percent that is 0 rows", "data_prep",
+         lambda t, c: subsets_args(t, "--percent", "1"),
+         "key '--percent': 1% of 4 rows is 0 rows"),
+    Case("CLI argument", "subsets with a negative --reference-size", "data_prep",
+         lambda t, c: subsets_args(t, "--percent", "10", "--reference-size", "-10"),
+         "key '--reference-size': reference size -10 is not positive"),
+    Case("CLI argument", "subsets --count 0", "data_prep",
+         lambda t, c: subsets_args(t, "--count", "0"), "key '--count': count 0 is not positive"),
+    # -- damaged checkpoints -------------------------------------------------------------------
+    Case("checkpoint", "checkpoint without its config.yaml", "predict",
+         lambda t, c: predict_args(t, c, checkpoint=damaged_checkpoint(
+             t, c, lambda ck: (ck / "config.yaml").unlink())),
+         "not a complete checkpoint: config.yaml missing"),
+    Case("checkpoint", "truncated head weights", "predict",
+         lambda t, c: predict_args(t, c, checkpoint=damaged_checkpoint(
+             t, c, truncated("heads.safetensors"))),
+         "heads.safetensors: cannot read the head weights (a truncated or corrupt file?)"),
+    Case("checkpoint", "truncated encoder weights", "predict",
+         lambda t, c: predict_args(t, c, checkpoint=damaged_checkpoint(
+             t, c, truncated("encoder/model.safetensors"))),
+         "key 'encoder': cannot load the encoder in this folder (a truncated or corrupt file?)"),
+    Case("checkpoint", "init_checkpoint with truncated head weights", "train",
+         lambda t, c: train_args(t, c, "init_checkpoint=" + str(damaged_checkpoint(
+             t, c, truncated("heads.safetensors")))),
+         "cannot read the head weights"),
+    Case("checkpoint", "export of a checkpoint with truncated encoder weights", "export",
+         lambda t, c: export_args(t, c, t / "hf", checkpoint=damaged_checkpoint(
+             t, c, truncated("encoder/model.safetensors"))),
+         "cannot load the encoder in this folder"),
+    # -- Ctrl-C: one line, exit 130, `last` whole -------------------------------------------
+    Case("interrupt", "Ctrl-C in training after two saved steps", "train",
+         lambda t, c: train_args(t, c, "max_steps=4", "save_every_steps=1"),
+         "the last checkpoint holds step 2: resume with resume=", code=130,
+         interrupt=interrupt_at("torch.nn.utils.clip_grad_norm_", calls=3),
+         allowed_new=("run",), check=last_is_complete),
+    Case("interrupt", "Ctrl-C in training before the first checkpoint", "train",
+         lambda t, c: train_args(t, c, "max_steps=4", "save_every_steps=2"),
+         "interrupted before the first checkpoint; nothing to resume", code=130,
+         interrupt=interrupt_at("torch.nn.utils.clip_grad_norm_"), allowed_new=("run",)),
+    Case("interrupt", "Ctrl-C in prediction", "predict", lambda t, c: predict_args(t, c),
+         "interrupted; outputs are written whole or not at all", code=130,
+         interrupt=interrupt_at("mtdnn.inference.predict_split")),
+    Case("interrupt", "Ctrl-C in data preparation", "data_prep",
+         lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW * 3), "interrupted", code=130,
+         interrupt=interrupt_at("data_prep.canonical.canonical_record", calls=2)),
 ]
 
 
-def run_case(case: Case, tmp: Path, context: dict) -> tuple[int, str]:
-    """Run one case in process; return (exit code, stderr)."""
-    from mtdnn.errors import run_cli
-
-    if case.command == "data_prep":
+def main_of(command: str) -> Callable[[list[str] | None], object]:
+    """The ``main`` of a command, as its CLI runs it."""
+    if command == "data_prep":
         from data_prep.__main__ import main
-    elif case.command == "train":
+    elif command == "train":
         from train import main
-    elif case.command == "sweep":
+    elif command == "sweep":
         from mtdnn.sweep import main
-    elif case.command == "compare":
+    elif command == "compare":
         from mtdnn.compare import main
-    elif case.command == "export":
+    elif command == "export":
         from mtdnn.export import main
     else:
         from predict import main
+    return main
+
+
+def snapshot(*roots: Path) -> dict[Path, str]:
+    """sha256 of every file under ``roots``."""
+    return {path: hashlib.sha256(path.read_bytes()).hexdigest()
+            for root in roots for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+# A full disk, for real: the child process gets a file-size limit, so every write past it
+# fails with EFBIG in whatever library makes it (Python, safetensors, torch, Arrow).
+LIMITED_CHILD = """
+import sys
+sys.path[:0] = [{repo!r}, {tests!r}]
+from bad_input_cases import main_of
+from mtdnn.errors import run_cli
+run_cli(main_of(sys.argv[1]), sys.argv[2:])
+"""
+
+
+def run_limited(case: Case, argv: list[str]) -> tuple[int, str]:
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (case.file_size_limit, resource.RLIM_INFINITY))
+
+    script = LIMITED_CHILD.format(repo=str(REPO), tests=str(Path(__file__).resolve().parent))
+    child = subprocess.run([sys.executable, "-c", script, case.command, *argv], text=True,
+                           capture_output=True, preexec_fn=limit, cwd=REPO)
+    return child.returncode, child.stderr
+
+
+def run_case(case: Case, tmp: Path, context: dict) -> tuple[int, str, list[str]]:
+    """Run one case (in process, or in a child for a file-size limit); return the exit
+    code, stderr and what it broke: earlier files changed or deleted under ``tmp`` or the
+    context run, and new files outside the case's ``allowed_new`` folders."""
+    from mtdnn.errors import run_cli
+
     argv = case.setup(tmp, context)
-    stderr = io.StringIO()
-    code = 0
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            run_cli(main, argv)
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, stderr.getvalue()
+    watched = (tmp, Path(context["run"]).parent)
+    before = snapshot(*watched)
+    if case.file_size_limit is not None:
+        code, stderr = run_limited(case, argv)
+    else:
+        err = io.StringIO()
+        code = 0
+        interrupt = case.interrupt() if case.interrupt else contextlib.nullcontext()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
+                interrupt:
+            try:
+                run_cli(main_of(case.command), argv)
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+        stderr = err.getvalue()
+    after = snapshot(*watched)
+    allowed = [tmp / name for name in ("cache", *case.allowed_new)]
+    broken = [f"changed or deleted: {path}" for path, digest in before.items()
+              if after.get(path) != digest]
+    broken += [f"new: {path}" for path in after if path not in before
+               and not any(path.is_relative_to(folder) for folder in allowed)]
+    return code, stderr, broken
 
 
 def last_error_line(stderr: str) -> str:
@@ -252,8 +672,9 @@ def shorten_paths(text: str, tmp_root: Path) -> str:
 
 def write_table(path: Path, context: dict, tmp_root: Path) -> None:
     lines = ["# What mtdnn says to bad input", "",
-             "Every case below exits with code 2, prints one paragraph (no traceback unless "
-             "`--debug` is given) and writes nothing partial. Generated by "
+             "Every case below exits with code 2 (130 for Ctrl-C), prints one paragraph (no "
+             "traceback unless `--debug` is given), writes nothing partial and leaves every "
+             "file that existed before byte-identical. Generated by "
              "`MTDNN_WRITE_DOCS=1 .venv/bin/python -m pytest tests/test_bad_input.py -k doc`; "
              "each row is also a case of `tests/test_bad_input.py::test_bad_input` "
              "(temporary paths shortened to `<tmp>`).", "",
@@ -261,9 +682,9 @@ def write_table(path: Path, context: dict, tmp_root: Path) -> None:
     for number, case in enumerate(CASES, start=1):
         tmp = tmp_root / f"case{number}"
         tmp.mkdir(parents=True, exist_ok=True)
-        code, stderr = run_case(case, tmp, context)
+        code, stderr, broken = run_case(case, tmp, context)
         message = shorten_paths(last_error_line(stderr), tmp_root).replace("|", "\\|")
-        assert code == 2 and case.expect in stderr, (case.what, stderr)
+        assert code == case.code and case.expect in stderr and not broken, (case.what, stderr)
         lines.append(f"| {number} | {case.kind} | {case.what} | `{case.command}` | "
                      f"`{message}` |")
     path.write_text("\n".join(lines) + "\n")

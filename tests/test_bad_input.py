@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from bad_input_cases import CASES, Case, run_case, train_args, write_table
+from bad_input_cases import CASES, KINDS, Case, run_case, train_args, write_table
 
 
 @pytest.fixture(scope="session")
@@ -24,20 +24,21 @@ def context(tiny_encoder_dir: Path, prepared_data: Path,
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.kind}: {c.what}")
 def test_bad_input(case: Case, context: dict, tmp_path: Path) -> None:
-    code, stderr = run_case(case, tmp_path, context)
-    assert code == 2, stderr[-2000:]
+    code, stderr, broken = run_case(case, tmp_path, context)
+    assert code == case.code, stderr[-2000:]
     assert case.expect in stderr
     assert "Traceback" not in stderr
-    # nothing half-written where predict, export, sweeps and comparisons write
-    assert not [name for name in ("out.jsonl", "exported", "sweep", "cmp")
-                if (tmp_path / name).exists()]
-    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out" / "rte").exists()
+    # earlier files byte-identical; nothing half-written (no predictions, exports,
+    # canonical files, results, and no run folder from a start that failed its checks)
+    assert not broken
+    if case.check is not None:
+        case.check(tmp_path)
 
 
-def test_at_least_twenty_cases_across_every_kind() -> None:
-    kinds = {case.kind for case in CASES}
-    assert kinds == {"data file", "task definition", "run config", "CLI argument", "checkpoint"}
-    assert len(CASES) >= 20
+def test_at_least_ninety_cases_across_every_kind() -> None:
+    assert {case.kind for case in CASES} == set(KINDS)
+    assert len(CASES) >= 90
+    assert len({(case.kind, case.what) for case in CASES}) == len(CASES)
 
 
 def test_robustness_doc_is_current(context: dict, tmp_path: Path) -> None:
@@ -48,3 +49,32 @@ def test_robustness_doc_is_current(context: dict, tmp_path: Path) -> None:
     if os.environ.get("MTDNN_WRITE_DOCS") == "1":
         doc.write_text(fresh.read_text())
     assert fresh.read_text() == doc.read_text()
+
+
+def test_outputs_follow_the_umask(context: dict, tmp_path: Path) -> None:
+    """Checkpoints, predictions, manifests and exports get the modes a plain open()/mkdir()
+    would give under the user's umask, not mkstemp's 0600 / mkdtemp's 0700."""
+    from bad_input_cases import GOOD_EXAMPLE, export_args, main_of, subsets_args, write
+
+    from mtdnn.errors import run_cli
+
+    old = os.umask(0o022)
+    try:
+        run_cli(main_of("train"), train_args(tmp_path, context))
+        checkpoint = tmp_path / "run" / "best"
+        run_cli(main_of("predict"), ["--checkpoint", str(checkpoint), "--task", "rte",
+                                     "--input", str(write(tmp_path / "in.jsonl", GOOD_EXAMPLE)),
+                                     "--output", str(tmp_path / "preds.jsonl"), "--no-progress"])
+        run_cli(main_of("export"), export_args(tmp_path, context, tmp_path / "hf",
+                                               checkpoint=checkpoint))
+        run_cli(main_of("data_prep"), subsets_args(tmp_path, "--count", "2"))
+    finally:
+        os.umask(old)
+    outputs = [checkpoint, *checkpoint.rglob("*"), tmp_path / "run" / "last",
+               tmp_path / "preds.jsonl", tmp_path / "preds.jsonl.metrics.json",
+               tmp_path / "hf", *(tmp_path / "hf").rglob("*"),
+               *(tmp_path / "data" / "rte" / "subsets").rglob("*")]
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in outputs}
+    expected = {name: oct(0o755 if (tmp_path / name).is_dir() else 0o644) for name in modes}
+    assert modes == expected
+    assert len(modes) > 20

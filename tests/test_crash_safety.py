@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from safetensors.torch import load_file
 
 from conftest import REPO, head_jsonl
@@ -33,13 +34,21 @@ runpy.run_path("train.py", run_name="__main__")
 """
 
 
+# fp32, and bf16 autocast (emulated where the CPU has no bf16: the same kernels either way,
+# so resume is exact in both); SMART's ε is above the bf16 floor in the bf16 run.
+PRECISIONS = {"fp32": ["precision=fp32"],
+              "bf16": ["precision=bf16", "smart.epsilon=1e-2", "smart.noise_std=1e-2",
+                       "smart.step_size=1.0"]}
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 def test_kill_during_checkpoint_write_then_resume(prepared_data: Path, tiny_encoder_dir: Path,
-                                                  tmp_path: Path) -> None:
+                                                  tmp_path: Path, precision: str) -> None:
     rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 40)
     common = ["tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
               f"encoder={tiny_encoder_dir}", "batch_size=8", "max_steps=8", "eval_every_steps=2",
               "progress_bar=false", f"cache_dir={tmp_path / 'cache'}", "smart.enabled=true",
-              "keep_last_n=2"]
+              "keep_last_n=2", *PRECISIONS[precision]]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     run = subprocess.run([sys.executable, "train.py", *common, f"output_dir={whole}"], cwd=REPO,
                          capture_output=True, text=True)
@@ -62,3 +71,4 @@ def test_kill_during_checkpoint_write_then_resume(prepared_data: Path, tiny_enco
         a, b = load_file(whole / "last" / name), load_file(killed / "last" / name)
         assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6, name
     assert (killed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
+    assert f"precision: {precision}" in (killed / "last" / "config.yaml").read_text()
