@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--count", nargs="+", type=int, help="absolute subset sizes")
     subsets.add_argument("--reference-size", type=int,
                          help="rows that 100%% stands for (default: rows in the train file)")
+    subsets.add_argument("--holdout", type=int, default=0,
+                         help="also write holdout.jsonl: the last N rows of the permutation, "
+                              "in none of the subsets (a tuning split from train)")
     return parser
 
 
@@ -116,6 +119,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.seed < 0:
         raise MtdnnError(f"seed {args.seed} is negative", key="--seed",
                          allowed="a whole number >= 0")
+    if args.holdout < 0:
+        raise MtdnnError(f"holdout {args.holdout} is negative", key="--holdout",
+                         allowed="a whole number >= 0")
     if args.reference_size is not None and args.reference_size <= 0:
         raise MtdnnError(f"reference size {args.reference_size} is not positive",
                          key="--reference-size", allowed="a whole number >= 1")
@@ -127,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         sizes = sizes_from_counts(args.count)
     out_dir = args.out_dir or subset_dir(args.data_dir, args.task, args.seed)
-    manifest = draw_subsets(tasks[args.task], source, out_dir, sizes, args.seed)
+    manifest = draw_subsets(tasks[args.task], source, out_dir, sizes, args.seed,
+                            holdout=args.holdout)
     print(f"manifest: {manifest}")
 
 

@@ -87,8 +87,12 @@ def nested_indices(num_rows: int, sizes: list[int], seed: int) -> dict[int, np.n
 
 
 def draw_subsets(task: TaskDef, source: Path, out_dir: Path, sizes: list[SubsetSize],
-                 seed: int, log=print) -> Path:
-    """Write the available subsets of ``source`` into ``out_dir`` with a manifest."""
+                 seed: int, log=print, holdout: int = 0) -> Path:
+    """Write the available subsets of ``source`` into ``out_dir`` with a manifest.
+
+    ``holdout`` > 0 also writes ``holdout.jsonl``: the *last* ``holdout`` rows of the same
+    permutation, so it shares no row with any subset of up to ``rows - holdout`` rows; a
+    tuning split drawn from train that the reported subsets never see."""
     if not source.is_file():
         raise MtdnnError(f"no prepared train file for task '{task.name}'", file=source,
                          allowed="run `python -m data_prep <dataset>` first")
@@ -96,6 +100,11 @@ def draw_subsets(task: TaskDef, source: Path, out_dir: Path, sizes: list[SubsetS
     records = [obj for _, obj in read_jsonl(source)]
     if len(records) != len(lines):
         raise MtdnnError("blank lines in a canonical file", file=source)
+    largest = max((s.size for s in sizes if s.size <= len(lines)), default=0)
+    if holdout and largest > len(lines) - holdout:
+        raise MtdnnError(f"a holdout of {holdout:,} rows would overlap the {largest:,}-row "
+                         f"subset (the file has {len(lines):,} rows)", key="--holdout",
+                         allowed=f"at most {len(lines) - largest:,} rows")
     indices = nested_indices(len(lines), [s.size for s in sizes], seed)
     common = {"task": task.name, "seed": seed, "source": str(source),
               "source_rows": len(lines), "source_sha256": sha256_of(source)}
@@ -118,4 +127,16 @@ def draw_subsets(task: TaskDef, source: Path, out_dir: Path, sizes: list[SubsetS
                 "label_distribution": label_distribution(
                     [records[i].get("label") for i in chosen], task)}
             log(f"{task.name} {subset.name}: {subset.size:,} rows")
+        if holdout:
+            order = np.random.default_rng(seed).permutation(len(lines))
+            chosen = np.sort(order[len(lines) - holdout:])
+            staging.path("holdout.jsonl").write_text("".join(lines[i] for i in chosen),
+                                                     encoding="utf-8")
+            entries["holdout"] = {
+                **common, "name": "holdout", "size": holdout, "available": True,
+                "file": "holdout.jsonl", "note": "the last rows of the permutation: in no "
+                f"subset of up to {len(lines) - holdout:,} rows",
+                "label_distribution": label_distribution(
+                    [records[i].get("label") for i in chosen], task)}
+            log(f"{task.name} holdout: {holdout:,} rows")
         return staging.publish(entries)

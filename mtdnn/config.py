@@ -82,23 +82,64 @@ class SmartConfig:
 
     ``enabled: false`` is plain fine-tuning. ``adv_weight`` (λ_s) = 0 turns off the
     adversarial regulariser R_s; ``bregman_weight`` (μ) = 0 turns off the Bregman term and
-    no teacher is kept. The norm of the perturbation ball is ℓ∞ (p = ∞).
+    no teacher is kept. The norm of the perturbation ball is ℓ∞ (p = ∞). ``preset`` fills
+    the keys a named recipe sets (``SMART_PRESETS``); keys given next to it win.
     """
 
     enabled: bool = False
+    preset: Literal["paper", "reference"] | None = None
     adv_weight: float = field(default=1.0, metadata=_adv_weight_check())
-    epsilon: float = field(default=1e-5, metadata=_positive("epsilon"))
-    noise_std: float = field(default=1e-5, metadata=_positive("noise_std"))
-    step_size: float = field(default=1e-3, metadata=_positive("step_size"))
+    epsilon: float = field(default=1e-5, metadata=_positive("epsilon"))  # radius of the ball
+    noise_std: float = field(default=1e-5, metadata=_positive("noise_std"))  # σ
+    # η: the ascent's step. null: step_ratio × ε (the paper's 1e-3 = 100 × 1e-5), so that a
+    # larger radius gets a step that reaches it
+    step_size: float | None = field(default=None, metadata=_positive("step_size"))
+    step_ratio: float = field(default=100.0, metadata=_positive("step_ratio"))
     ascent_steps: int = field(default=1, metadata=_positive("ascent_steps"))
+    # paper: ℓ∞-normalised gradient step projected onto the ε-ball (Algorithm 1);
+    # reference: ν ← (ν + η g) / (‖ν + η g‖∞ per token + guard), no projection (smart-pytorch,
+    # mt-dnn); guard is their division guard (mt-dnn's adv_epsilon), not a radius
+    ascent: Literal["paper", "reference"] = "paper"
+    guard: float = field(default=1e-6, metadata=_positive("guard"))
+    # word_embeddings: before position/type embeddings and LayerNorm; embedding_output: the
+    # embedding layer's output (the reference codes' reading of "the first embedding layer")
+    perturb: Literal["word_embeddings", "embedding_output"] = "word_embeddings"
     # The adversarial passes reuse the clean pass's dropout masks, so R_s measures the
     # perturbation alone; false reproduces the reference code (independent masks).
     share_dropout: bool = True
     bregman_weight: float = field(default=1.0, metadata={"check": (lambda v: v >= 0, "mu >= 0")})
+    # shared: the teacher runs in training mode with the student's dropout masks, so
+    # D_Breg(θ, θ̃) = 0 at θ = θ̃ (eqs. 2-3 on one f); off: the teacher runs without dropout
+    teacher_dropout: Literal["shared", "off"] = "shared"
     teacher_beta_early: float = field(default=0.99, metadata=_ratio())
     teacher_beta_late: float = field(default=0.999, metadata=_ratio())
     teacher_early_fraction: float = field(default=0.1, metadata=_ratio())
     teacher_update_every: int = field(default=1, metadata=_positive("teacher_update_every"))
+
+    @property
+    def eta(self) -> float:
+        """The ascent step η: ``step_size``, else ``step_ratio`` × ε."""
+        return self.step_size if self.step_size is not None else self.step_ratio * self.epsilon
+
+
+# Named SMART recipes: the keys each sets (keys given next to `preset` win).
+SMART_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {},  # the defaults: Jiang et al. 2020's ε = σ = 1e-5, η = 1e-3, λ_s = μ = 1
+    # what smart-pytorch's SMARTLoss and mt-dnn run by default
+    "reference": {"ascent": "reference", "perturb": "embedding_output", "share_dropout": False,
+                  "bregman_weight": 0.0, "noise_std": 1e-5, "step_size": 1e-3, "guard": 1e-6},
+}
+
+
+def check_smart(smart: SmartConfig, source: str | Path | None) -> None:
+    """A paper ascent whose steps cannot reach the ε-ball from its start is an error (the
+    radius would not be what bounds the perturbation)."""
+    if smart.ascent == "paper" and smart.ascent_steps * smart.eta < smart.epsilon:
+        raise MtdnnError(
+            f"smart.step_size {smart.eta:g} × smart.ascent_steps {smart.ascent_steps} is "
+            f"smaller than smart.epsilon {smart.epsilon:g}: the ascent cannot reach the "
+            "ε-ball", file=source, key="smart.step_size",
+            allowed="step_size: null (step_ratio × ε), or step_size × ascent_steps >= epsilon")
 
 
 @dataclass(frozen=True)
@@ -191,6 +232,9 @@ def _normalise(data: dict[str, Any], source: str | Path | None = None) -> dict[s
                          key="tasks",
                          allowed=f"a list, even of one task: tasks=[{tasks}] (on the command "
                                  f"line) or tasks: [{tasks}] (in YAML)")
+    smart = data.get("smart")
+    if isinstance(smart, dict) and smart.get("preset") in SMART_PRESETS:
+        data["smart"] = {**SMART_PRESETS[smart["preset"]], **smart}
     if isinstance(tasks, (list, tuple)):
         data["tasks"] = {str(name): {} for name in tasks}
     elif isinstance(tasks, dict):
@@ -214,6 +258,7 @@ def load_mapping(path: str | Path | None, overrides: list[str] = ()) -> dict[str
 def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from plain data."""
     config = build(TrainConfig, _normalise(dict(data), source), source=source)
+    check_smart(config.smart, source)
     if not config.tasks:
         raise MtdnnError("no tasks given", file=source, key="tasks",
                          allowed="a list of task names, e.g. tasks=[rte,mrpc]")

@@ -50,6 +50,46 @@ class MultiTaskModel(nn.Module):
         perturbs, passed back as ``inputs_embeds`` so the rest is applied exactly once."""
         return self.encoder.get_input_embeddings()(input_ids)
 
+    def embedding_layer(self) -> nn.Module:
+        """The encoder's embedding layer (word + position + type embeddings, LayerNorm)."""
+        layer = getattr(self.encoder, "embeddings", None)
+        if not isinstance(layer, nn.Module):
+            raise MtdnnError(f"a '{self.encoder.config.model_type}' encoder has no "
+                             "'embeddings' layer to perturb the output of",
+                             key="smart.perturb", allowed="word_embeddings")
+        return layer
+
+    def clean_pass(self, task: str, batch: dict[str, torch.Tensor], site: str
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head outputs of ``batch`` and the tensor SMART perturbs at ``site``:
+        ``word_embeddings`` (before position/type embeddings and LayerNorm) or
+        ``embedding_output`` (the embedding layer's output, the reference codes' choice)."""
+        if site == "word_embeddings":
+            words = self.embed_words(batch["input_ids"])
+            return self.perturbed_pass(task, batch, site, words), words
+        captured: list[torch.Tensor] = []
+        hook = self.embedding_layer().register_forward_hook(
+            lambda module, inputs, output: captured.append(output))
+        try:
+            outputs = self(task, **batch)
+        finally:
+            hook.remove()
+        return outputs, captured[0]
+
+    def perturbed_pass(self, task: str, batch: dict[str, torch.Tensor], site: str,
+                       perturbed: torch.Tensor) -> torch.Tensor:
+        """The head outputs with the tensor at ``site`` replaced by ``perturbed``; what
+        follows ``site`` runs once on it (nothing is applied twice)."""
+        if site == "word_embeddings":
+            rest = {k: v for k, v in batch.items() if k != "input_ids"}
+            return self(task, inputs_embeds=perturbed, **rest)
+        hook = self.embedding_layer().register_forward_hook(
+            lambda module, inputs, output: perturbed)
+        try:
+            return self(task, **batch)
+        finally:
+            hook.remove()
+
     def forward(self, task: str, input_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None,

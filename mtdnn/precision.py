@@ -58,8 +58,8 @@ def native_precision(device: torch.device) -> str:
 
 def smart_epsilon_needing_fp32(smart) -> float | None:
     """The run's SMART radius if R_s is on with a radius that bf16 would round away."""
-    if smart is None or not smart.enabled or not smart.adv_weight:
-        return None
+    if smart is None or not smart.enabled or not smart.adv_weight or smart.ascent != "paper":
+        return None  # (the reference ascent's perturbation is ~1 per token, not ε)
     return smart.epsilon if smart.epsilon < BF16_MIN_EPSILON else None
 
 

@@ -51,6 +51,29 @@ class AdversarialResult:
 
     loss: torch.Tensor | None
     delta: torch.Tensor  # final perturbation (detached), zero on padding
+    # cosine between the final perturbation and the last ascent gradient (0-d, detached):
+    # near 1 when the ascent shaped δ, near 0 when δ is still mostly its random start
+    grad_cosine: torch.Tensor | None = None
+
+
+def projected_step(noise: torch.Tensor, grad: torch.Tensor, epsilon: float, step_size: float,
+                   guard: float) -> torch.Tensor:
+    """The paper's ascent step (Algorithm 1, lines 8-9, p = ∞): g̃ = g / ‖g‖∞ per example,
+    ν ← Π_{‖ν‖∞ ≤ ε}(ν + η g̃)."""
+    scale = grad.abs().amax(dim=(1, 2), keepdim=True)  # ‖g_i‖∞ per example
+    return project_linf(noise + step_size * grad / scale.clamp_min(1e-12), epsilon)
+
+
+def reference_step(noise: torch.Tensor, grad: torch.Tensor, epsilon: float, step_size: float,
+                   guard: float) -> torch.Tensor:
+    """The reference codes' step (smart-pytorch's ``SMARTLoss``, mt-dnn's perturbation):
+    ν ← (ν + η g) / (‖ν + η g‖∞ + guard), the ℓ∞ norm taken per token over the hidden
+    dimension. The result replaces ν; there is no projection and ε plays no part."""
+    step = noise + step_size * grad
+    return step / (step.abs().amax(dim=-1, keepdim=True) + guard)
+
+
+ASCENT_STEPS = {"paper": projected_step, "reference": reference_step}
 
 
 def adversarial_loss(
@@ -64,45 +87,51 @@ def adversarial_loss(
     noise_std: float = 1e-5,
     step_size: float = 1e-3,
     steps: int = 1,
+    ascent: str = "paper",
+    guard: float = 1e-6,
     generator: torch.Generator | None = None,
     ascent_forward: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> AdversarialResult:
     """The smoothness-inducing adversarial regulariser R_s (eq. 1) for one batch.
 
-    ``forward(e)`` maps word embeddings ``e`` [B, L, H] to head outputs; ``embeddings`` are
-    the clean word embeddings (with their graph, so the final term trains them too);
-    ``clean_outputs`` = f(x; θ); ``mask`` [B, L] is 1 on real tokens, 0 on padding.
+    ``forward(e)`` maps the perturbed tensor ``e`` [B, L, H] (word embeddings, or the
+    embedding layer's output) to head outputs; ``embeddings`` is its clean value (with its
+    graph, so the final term trains what produced it too); ``clean_outputs`` = f(x; θ);
+    ``mask`` [B, L] is 1 on real tokens, 0 on padding.
 
     Algorithm 1, lines 6-10: x̃ = x + ν, ν ~ N(0, σ²I); then ``steps`` (T_x̃) times: g =
     ∇_ν ℓ_s(f(x̃), f(x)) with the clean output detached and the gradient taken with
     respect to the noise only (``torch.autograd.grad``, so no parameter gradient is
-    accumulated); g̃ = g / ‖g‖∞ per example; ν ← Π_{‖ν‖∞≤ε}(ν + η g̃). Padding positions
-    are never perturbed. Returns ℓ_s(f(x + ν), f(x)) with gradients to the parameters
-    through both outputs, as R_s(θ) in eq. (1) depends on θ through both.
+    accumulated); then ν is updated by ``ascent``: ``paper`` (:func:`projected_step`) or
+    ``reference`` (:func:`reference_step`). Padding positions are never perturbed. Returns
+    ℓ_s(f(x + ν), f(x)) with gradients to the parameters through both outputs, as R_s(θ)
+    in eq. (1) depends on θ through both.
 
     ``ascent_forward`` (default ``forward``) runs the ascent passes; it may skip recording
     the parameters (:func:`without_parameter_grads`), which those passes never need.
     """
+    update = ASCENT_STEPS[ascent]
     keep = mask.unsqueeze(-1).to(embeddings.dtype)
     target = clean_outputs.detach()
     base = embeddings.detach()
     noise = torch.randn(embeddings.shape, generator=generator, device=embeddings.device,
                         dtype=embeddings.dtype) * noise_std * keep
+    grad = torch.zeros_like(base)
     for _ in range(steps):
         noise.requires_grad_(True)
-        ascent = divergence((ascent_forward or forward)(base + noise), target)
-        (grad,) = torch.autograd.grad(ascent, noise)
+        value = divergence((ascent_forward or forward)(base + noise), target)
+        (grad,) = torch.autograd.grad(value, noise)
         if not torch.isfinite(grad).all():
             return AdversarialResult(None, torch.zeros_like(base))
         grad = grad * keep
-        scale = grad.abs().amax(dim=(1, 2), keepdim=True)  # ‖g_i‖∞ per example
-        noise = noise.detach() + step_size * grad / scale.clamp_min(1e-12)
+        noise = update(noise.detach(), grad, epsilon, step_size, guard) * keep
+    if ascent == "paper":
         noise = project_linf(noise, epsilon) * keep
-    noise = project_linf(noise.detach(), epsilon) * keep
+    cosine = F.cosine_similarity(noise.flatten().float(), grad.flatten().float(), dim=0)
     loss = divergence(forward(embeddings + noise), clean_outputs)
     if not torch.isfinite(loss):
-        return AdversarialResult(None, noise)
-    return AdversarialResult(loss, noise)
+        return AdversarialResult(None, noise, cosine.detach())
+    return AdversarialResult(loss, noise, cosine.detach())
 
 
 def without_parameter_grads(model: nn.Module,
@@ -161,11 +190,18 @@ def teacher_beta(update: int, total_updates: int, early: float = 0.99, late: flo
 
 class MeanTeacher:
     """θ̃ ← (1 - β) θ + β θ̃, an exponential moving average of the whole model
-    (encoder and heads; Algorithm 1, line 14). Kept in eval mode, never trained."""
+    (encoder and heads; Algorithm 1, line 14). Never trained.
+
+    ``dropout=True`` runs it as the student runs, in training mode: called under the
+    student's replayed random state it draws the student's dropout masks, so
+    D_Breg(θ, θ̃) = 0 when θ = θ̃, as eqs. (2)-(3) define it on the same f. ``False`` runs
+    it in eval mode (no dropout): D_Breg then also measures the student's dropout noise.
+    """
 
     def __init__(self, model: nn.Module, total_updates: int, early: float = 0.99,
-                 late: float = 0.999, early_fraction: float = 0.1) -> None:
-        self.model = copy.deepcopy(model).eval()
+                 late: float = 0.999, early_fraction: float = 0.1, dropout: bool = True) -> None:
+        self.model = copy.deepcopy(model).train(dropout)
+        self.dropout = dropout
         for parameter in self.model.parameters():
             parameter.requires_grad_(False)
         self.total_updates = max(1, total_updates)
@@ -186,6 +222,7 @@ class MeanTeacher:
 
     @torch.no_grad()
     def __call__(self, *args, **kwargs) -> torch.Tensor:
+        self.model.train(self.dropout)
         return self.model(*args, **kwargs)
 
     def state_dict(self) -> dict:

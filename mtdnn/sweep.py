@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -67,6 +68,9 @@ class SweepConfig:
     # Larger subsets appear in the table as "n/a (not run: ...)" instead of being trained.
     max_train_rows: int | None = None
     data_dir: str = "data"
+    # task -> dev file scored instead of <data_dir>/<task>/dev.jsonl (e.g. a tuning split
+    # drawn from train with `data_prep subsets --holdout`)
+    dev: dict[str, str] = field(default_factory=dict)
     output_dir: str = "runs/domain_adaptation"
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys for every cell
 
@@ -197,22 +201,41 @@ def is_finished(config: SweepConfig, cell: Cell, fingerprint: str | None) -> boo
     return True
 
 
+SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
+
+
+def logged_smart_terms(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Median and maximum over a run's log lines of each SMART term it logged: the
+    evidence that a regulariser was active, and how strong it was next to the task loss."""
+    entries = [json.loads(line) for line in
+               (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    found = {}
+    for name in SMART_TERMS:
+        values = [e[name] for e in entries if e.get("kind") == "train" and name in e]
+        if values:
+            found[name] = {"median": float(np.median(values)), "max": float(np.max(values))}
+    return found
+
+
 def run_cell(config: SweepConfig, cell: Cell, subset: dict[str, Any],
              fingerprint: str | None) -> dict[str, Any]:
     """Fine-tune one cell (resuming it if it was interrupted); write its result.json."""
     folder = cell_dir(config, cell)
     start = config.start_points[cell.start]
     train_file = Path(subset["folder"]) / subset["file"]
+    dev = config.dev.get(cell.task) or str(Path(config.data_dir) / cell.task / "dev.jsonl")
     keys = {**merged(config.train, start.train), "tasks": {cell.task: {
-        "train": str(train_file), "dev": str(Path(config.data_dir) / cell.task / "dev.jsonl")}},
+        "train": str(train_file), "dev": dev}},
         "data_dir": config.data_dir, "seed": cell.seed, "output_dir": str(folder),
         "init_checkpoint": start.init, **continue_keys(folder)}
     started = time.perf_counter()
     summary = train(config_from_dict(keys, source=f"sweep cell {folder}"))
     result = {"start_point": cell.start, "task": cell.task, "subset": cell.subset,
               "train_size": subset["size"], "seed": cell.seed, "start_fingerprint": fingerprint,
-              "train_keys": cell_train_keys(config, cell.start), "steps": summary["steps"],
+              "train_keys": cell_train_keys(config, cell.start), "dev_file": dev,
+              "precision": summary["precision"], "steps": summary["steps"],
               "metrics": summary["last"]["metrics"][cell.task],
+              "smart_terms": logged_smart_terms(folder),
               "wall_seconds": round(time.perf_counter() - started, 1)}
     atomic_write_json(folder / "result.json", result)
     return result

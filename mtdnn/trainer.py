@@ -46,6 +46,7 @@ from mtdnn.files import atomic_write_text
 from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
 from mtdnn.inference import evaluate_split
 from mtdnn.model import MultiTaskModel
+from mtdnn.objective import batch_loss
 from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.precision import AMP_DTYPES, autocast_context
 from mtdnn.run_state import (
@@ -58,15 +59,7 @@ from mtdnn.run_state import (
     truncate_metrics,
 )
 from mtdnn.sampling import BatchRef, build_sampler
-from mtdnn.smart import (
-    DIVERGENCES,
-    MeanTeacher,
-    adversarial_loss,
-    bregman_loss,
-    perturbation_norm,
-    rng_replayer,
-    without_parameter_grads,
-)
+from mtdnn.smart import MeanTeacher
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +73,6 @@ def set_encoder_frozen(model: MultiTaskModel, frozen: bool) -> None:
 def due(every: int | None, step: int) -> bool:
     """Whether a periodic action (evaluate, save) set to every ``every`` steps falls now."""
     return bool(every) and step % every == 0
-
-
-def _call(fn, *args, **kwargs):
-    return fn(*args, **kwargs)
-
-
-def embeddings_forward(model: MultiTaskModel, replay, task: str, extra: dict):
-    """``e -> model(task, inputs_embeds=e, ...)``, run through ``replay``: what SMART perturbs."""
-    return lambda embeddings: replay(model, task, inputs_embeds=embeddings, **extra)
 
 
 def log_training(state: RunState, writer: SummaryWriter, record, lr: float,
@@ -171,12 +155,12 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     smart = config.smart
     adv_weights = smart_adv_weights(config, tasks)
-    divergences = {name: DIVERGENCES[task.divergence] for name, task in tasks.items()}
     teacher = None
     if smart.enabled and smart.bregman_weight > 0:
         teacher = MeanTeacher(model, total_steps // smart.teacher_update_every,
                               smart.teacher_beta_early, smart.teacher_beta_late,
-                              smart.teacher_early_fraction)
+                              smart.teacher_early_fraction,
+                              dropout=smart.teacher_dropout == "shared")
     state = RunState(sampler_state=sampler_state(sampler))
     if resume_from is not None:
         state = restore_training_state(resume_from, optimizer, scheduler, scaler, teacher)
@@ -243,48 +227,22 @@ def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
         batch = {k: v[rows].to(device) for k, v in get_batch(task.train, ref.indices,
                                                               task.collator).items()}
         labels = batch.pop("labels")
-        mask = batch["attention_mask"]
-        extra = {k: v for k, v in batch.items() if k != "input_ids"}
-        adv_weight, divergence = adv_weights[ref.task], divergences[ref.task]
         with autocast_context(device, amp_dtype):
-            if adv_weight:
-                # The adversarial passes reuse this pass's dropout masks (share_dropout).
-                replay = rng_replayer(device) if smart.share_dropout else _call
-                embeddings = model.embed_words(batch["input_ids"])
-                outputs = model(ref.task, inputs_embeds=embeddings, **extra)
-            else:
-                outputs = model(ref.task, **batch)
-            task_loss = tasks[ref.task].task_type.loss(outputs, labels)
-            # The loss of the whole global batch (all ranks agree on it, NaN included).
-            global_loss = distributed.sum_(task_loss.detach().float() * share).item()
-            if not math.isfinite(global_loss):
-                last = run_dir / "last"
-                kept = (f"the last good checkpoint is {last}" if last.is_dir()
-                        else "no checkpoint was written yet")
-                raise MtdnnError(
-                    f"the loss of task '{ref.task}' is {global_loss} at step "
-                    f"{state.step}; {kept}", allowed="a lower optimizer.lr, or precision=fp32")
-            loss = task_loss
-            # SMART: + λ_s R_s (eq. 1) ...
-            if adv_weight:
-                forward = embeddings_forward(model, replay, ref.task, extra)
-                adv = adversarial_loss(
-                    forward, embeddings, outputs, mask, divergence, epsilon=smart.epsilon,
-                    noise_std=smart.noise_std, step_size=smart.step_size,
-                    steps=smart.ascent_steps,
-                    ascent_forward=without_parameter_grads(model, forward))
-                if adv.loss is None:
-                    state.adv_skipped += 1  # NaN/Inf ascent: skip R_s for this batch
-                else:
-                    loss = loss + adv_weight * adv.loss
-                    state.running[f"{ref.task}/adv_loss"].append(adv.loss.item())
-                    state.running[f"{ref.task}/delta_linf"].append(
-                        perturbation_norm(adv.delta))
-            # ... + μ D_Breg(θ, θ̃) against the mean teacher (eq. 3).
-            if teacher is not None:
-                breg = bregman_loss(outputs, teacher(ref.task, **batch), divergence)
-                loss = loss + smart.bregman_weight * breg
-                state.running[f"{ref.task}/bregman_loss"].append(breg.item())
+            step = batch_loss(model, tasks[ref.task], batch, labels, smart,
+                              adv_weights[ref.task], teacher)
+        # The loss of the whole global batch (all ranks agree on it, NaN included).
+        global_loss = distributed.sum_(step.task_loss.float() * share).item()
+        if not math.isfinite(global_loss):
+            last = run_dir / "last"
+            kept = (f"the last good checkpoint is {last}" if last.is_dir()
+                    else "no checkpoint was written yet")
+            raise MtdnnError(
+                f"the loss of task '{ref.task}' is {global_loss} at step "
+                f"{state.step}; {kept}", allowed="a lower optimizer.lr, or precision=fp32")
+        state.adv_skipped += step.adv_skipped
+        for name, value in step.terms.items():
+            state.running[f"{ref.task}/{name}"].append(float(value))
+        loss = step.loss
         scaler.scale(loss * share / accum).backward()
         state.running[f"{ref.task}/loss"].append(global_loss)
         clock["examples"] += len(ref.indices)

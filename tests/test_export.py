@@ -25,7 +25,9 @@ def test_exported_task_scores_like_predict(stage_one: Path, small_tasks: list[st
                             cwd=REPO, text=True, capture_output=True)
     assert result.returncode == 0, result.stderr[-3000:]
 
-    predict_file([stage_one / "best"], "rte", sample, tmp_path / "ours.jsonl", progress=False)
+    # fp32 on both sides (pipeline runs fp32; predict's auto may pick bf16 on this CPU)
+    predict_file([stage_one / "best"], "rte", sample, tmp_path / "ours.jsonl", progress=False,
+                 precision="fp32")
     ours = [json.loads(line) for line in (tmp_path / "ours.jsonl").read_text().splitlines()]
     rows = [json.loads(line) for line in sample.read_text().splitlines()]
     classifier = pipeline("text-classification", model=str(out), device="cpu")

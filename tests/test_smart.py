@@ -178,7 +178,7 @@ def test_shared_dropout_isolates_the_perturbation(tiny_encoder_dir) -> None:
 def test_bregman_is_zero_for_equal_teacher_and_trains_only_the_student(
         tiny_model: MultiTaskModel) -> None:
     student = copy.deepcopy(tiny_model).eval()
-    teacher = MeanTeacher(student, total_updates=10)
+    teacher = MeanTeacher(student, total_updates=10, dropout=False)
     inputs = batch()
     assert bregman_loss(student("rte", **inputs), teacher("rte", **inputs),
                         symmetric_kl).item() == pytest.approx(0.0, abs=1e-7)
@@ -193,7 +193,7 @@ def test_bregman_is_zero_for_equal_teacher_and_trains_only_the_student(
 
 def test_ema_update_matches_formula_with_beta_switch(tiny_model: MultiTaskModel) -> None:
     student = copy.deepcopy(tiny_model)
-    teacher = MeanTeacher(student, total_updates=20, early=0.99, late=0.999)
+    teacher = MeanTeacher(student, total_updates=20, early=0.99, late=0.999, dropout=False)
     assert [teacher_beta(t, 20) for t in (1, 2, 3)] == [0.99, 0.99, 0.999]
     betas = []
     for _ in range(3):
@@ -207,3 +207,121 @@ def test_ema_update_matches_formula_with_beta_switch(tiny_model: MultiTaskModel)
         torch.testing.assert_close(teacher.model.heads["rte"].proj.weight, expected)
     assert betas == [0.99, 0.99, 0.999]
     assert teacher.updates == 3 and not teacher.model.training
+
+
+# -- issue 23: ε and η together, where to perturb, the reference ascent, teacher dropout ----
+
+
+def test_step_follows_the_radius_and_a_step_that_cannot_reach_the_ball_is_an_error() -> None:
+    from mtdnn.config import SmartConfig, load_config
+    from mtdnn.errors import MtdnnError
+
+    paper = SmartConfig()
+    assert (paper.epsilon, paper.eta) == (1e-5, pytest.approx(1e-3))  # the paper's defaults
+    assert SmartConfig(epsilon=1e-2).eta == pytest.approx(1.0)  # η/ε = 100 follows ε
+    assert SmartConfig(epsilon=1e-2, step_ratio=2).eta == pytest.approx(2e-2)
+    with pytest.raises(MtdnnError) as error:
+        load_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=1e-3"])
+    assert error.value.key == "smart.step_size" and "smart.epsilon" in error.value.problem
+    # three steps of 4e-3 reach 1e-2; the reference ascent has no ball at all
+    load_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=4e-3",
+                       "smart.ascent_steps=3"])
+    load_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=1e-3",
+                       "smart.ascent=reference"])
+
+
+def test_reference_step_formula_on_fixed_tensors() -> None:
+    """(ν + η g) / (max over the hidden dimension of |ν + η g| + guard), per token; it
+    replaces ν, with no projection (so ε plays no part)."""
+    from mtdnn.smart import reference_step
+
+    noise = torch.tensor([[[1e-5, -2e-5, 0.0], [3e-5, 1e-5, -1e-5]]])
+    grad = torch.tensor([[[1.0, 0.0, -1.0], [0.0, 0.0, 0.0]]])
+    eta, guard = 1e-5, 1e-6
+    # token 1: ν + η g = [2e-5, -2e-5, -1e-5], max 2e-5; token 2: [3e-5, 1e-5, -1e-5], max 3e-5
+    expected = torch.tensor([[[2e-5, -2e-5, -1e-5], [3e-5, 1e-5, -1e-5]]])
+    expected[0, 0] /= 2e-5 + guard
+    expected[0, 1] /= 3e-5 + guard
+    got = reference_step(noise, grad, epsilon=123.0, step_size=eta, guard=guard)
+    torch.testing.assert_close(got, expected)
+    assert got.abs().amax(-1)[0].tolist() == pytest.approx([2 / 2.1, 3 / 3.1], rel=1e-5)
+
+
+def test_reference_ascent_gives_unit_tokens_and_ignores_the_radius(
+        tiny_model: MultiTaskModel) -> None:
+    inputs = batch()
+    mask = inputs["attention_mask"]
+    embeddings = tiny_model.embed_words(inputs["input_ids"])
+    clean = tiny_model("rte", inputs_embeds=embeddings, attention_mask=mask)
+    result = adversarial_loss(
+        lambda e: tiny_model("rte", inputs_embeds=e, attention_mask=mask), embeddings, clean,
+        mask, symmetric_kl, epsilon=1e-9, noise_std=1e-5, step_size=1e-3, ascent="reference",
+        generator=torch.Generator().manual_seed(0))
+    per_token = result.delta.abs().amax(-1)
+    assert per_token[mask.bool()].min() > 0.9 and per_token[mask.bool()].max() < 1.0
+    assert per_token[~mask.bool()].abs().max() == 0  # padding is never perturbed
+    assert result.loss.item() > 0
+
+
+@pytest.mark.parametrize("site", ["word_embeddings", "embedding_output"])
+def test_perturbation_is_applied_once_at_its_site(tiny_model: MultiTaskModel, site: str) -> None:
+    inputs = batch()
+    clean_outputs, perturbable = tiny_model.clean_pass("rte", inputs, site)
+    torch.testing.assert_close(clean_outputs, tiny_model("rte", **inputs))
+    torch.testing.assert_close(tiny_model.perturbed_pass("rte", inputs, site, perturbable),
+                               clean_outputs)
+    delta = 0.05 * torch.randn(perturbable.shape, generator=torch.Generator().manual_seed(0))
+    # The same perturbation added by hand, once, at the site's own place in the network:
+    # after the word-embedding lookup, or after the embedding LayerNorm (eval: no dropout).
+    layer = (tiny_model.encoder.get_input_embeddings() if site == "word_embeddings"
+             else tiny_model.encoder.embeddings.LayerNorm)
+    hook = layer.register_forward_hook(lambda module, args, output: output + delta)
+    try:
+        by_hand = tiny_model("rte", **inputs)
+    finally:
+        hook.remove()
+    torch.testing.assert_close(
+        tiny_model.perturbed_pass("rte", inputs, site, perturbable + delta), by_hand)
+    assert (by_hand - clean_outputs).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("dropout", ["shared", "off"])
+def test_bregman_is_zero_for_teacher_equal_to_student_in_training_mode(
+        tiny_model: MultiTaskModel, dropout: str) -> None:
+    """Eqs. (2)-(3) compare f(x; θ) with f(x; θ̃) for one f: with the student's dropout
+    masks the teacher's copy of the student gives D_Breg = 0; without dropout it does not."""
+    from mtdnn.config import SmartConfig
+    from mtdnn.objective import batch_loss
+
+    student = copy.deepcopy(tiny_model).train()
+    for module in student.modules():  # enough dropout to see it
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.3
+    teacher = MeanTeacher(student, total_updates=10, dropout=dropout == "shared")
+    smart = SmartConfig(enabled=True, adv_weight=0, teacher_dropout=dropout)
+    step = batch_loss(student, TASKS["rte"], batch(), torch.tensor([0, 1]), smart, 0.0, teacher)
+    if dropout == "shared":
+        assert step.terms["bregman_loss"].item() == 0.0
+    else:
+        assert step.terms["bregman_loss"].item() > 1e-6
+    assert step.terms["bregman_ratio"].item() == pytest.approx(
+        step.terms["bregman_loss"].item() / step.task_loss.item())
+
+
+def test_batch_loss_adds_the_weighted_terms_and_logs_their_size(
+        tiny_model: MultiTaskModel) -> None:
+    from mtdnn.config import SmartConfig
+    from mtdnn.objective import batch_loss
+
+    model = copy.deepcopy(tiny_model).train()
+    teacher = MeanTeacher(model, total_updates=10)
+    with torch.no_grad():  # a teacher that differs, so that D_Breg > 0
+        teacher.model.heads["rte"].proj.bias.add_(0.3)
+    smart = SmartConfig(enabled=True, adv_weight=2.0, bregman_weight=0.5, epsilon=1e-2)
+    step = batch_loss(model, TASKS["rte"], batch(), torch.tensor([0, 1]), smart, 2.0, teacher)
+    terms = {k: v.item() for k, v in step.terms.items()}
+    expected = step.task_loss.item() + 2.0 * terms["adv_loss"] + 0.5 * terms["bregman_loss"]
+    assert step.loss.item() == pytest.approx(expected, rel=1e-5)
+    assert terms["adv_ratio"] == pytest.approx(2.0 * terms["adv_loss"] / step.task_loss.item())
+    assert 0 < terms["delta_linf"] <= 1e-2 * (1 + 1e-6)
+    assert -1 <= terms["adv_grad_cos"] <= 1 and terms["bregman_loss"] > 0

@@ -79,6 +79,11 @@ def test_smart_run_on_scitail_logs_both_terms_and_resumes_exactly(
     for entry in train_entries:
         assert all(math.isfinite(entry[k]) for k in ("loss", "adv_loss", "bregman_loss"))
         assert 0 < entry["delta_linf"] <= 1e-5 * (1 + 1e-6)
+        # the regularisers' strength next to the task loss (λ_s = μ = 1 here)
+        assert entry["adv_ratio"] == pytest.approx(entry["adv_loss"] / entry["loss"], rel=1e-3)
+        assert entry["bregman_ratio"] == pytest.approx(entry["bregman_loss"] / entry["loss"],
+                                                       rel=1e-3)
+        assert -1 <= entry["adv_grad_cos"] <= 1
     assert (whole / "last" / "teacher.safetensors").is_file()
     assert (whole / "best" / "teacher.safetensors").is_file()
 

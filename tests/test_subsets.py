@@ -84,3 +84,22 @@ def test_bad_percent_and_unknown_task(prepared_data: Path, tmp_path: Path) -> No
     missing = run_module("data_prep", "subsets", "--data-dir", str(tmp_path), "--task", "rte",
                          "--count", "5", check=False)
     assert missing.returncode == 2 and "no prepared train file" in missing.stderr
+
+
+def test_holdout_is_disjoint_from_the_subsets_of_the_same_permutation(
+        prepared_data: Path, tmp_path: Path) -> None:
+    """A tuning split from train: the last rows of the permutation, so the 1% and 10%
+    subsets that reported results train on (the same rows as --preset paper) never see it."""
+    files = subsets(prepared_data, tmp_path / "t", "scitail", "--count", "235", "2359",
+                    "--holdout", "1000")
+    paper = subsets(prepared_data, tmp_path / "p", "scitail", "--preset", "paper")
+    assert uids(tmp_path / "t" / "n235.jsonl") == uids(tmp_path / "p" / paper["1pct"]["file"])
+    held = set(uids(tmp_path / "t" / "holdout.jsonl"))
+    assert len(held) == files["holdout"]["size"] == 1000
+    assert not held & set(uids(tmp_path / "t" / "n2359.jsonl"))
+    assert held < set(uids(prepared_data / "scitail/train.jsonl"))
+    refused = run_module("data_prep", "subsets", "--data-dir", str(prepared_data), "--task",
+                         "rte", "--percent", "90", "--holdout", "498", "--out-dir",
+                         str(tmp_path / "r"), check=False)
+    assert refused.returncode == 2 and "key '--holdout'" in refused.stderr
+    assert not (tmp_path / "r").exists()

@@ -1,0 +1,159 @@
+"""How strong is SMART's adversarial term on this model? R_s against ε, before training.
+
+    python -m mtdnn.smart_probe --task rte [--checkpoint DIR] \\
+        --epsilon 1e-5 1e-4 1e-3 1e-2 1e-1 [--batches 8] [key=value ...]
+
+For each radius ε, over ``--batches`` batches of the task's train file: R_s, its ratio to
+the task loss and ‖δ‖∞, in eval mode (no dropout) and in training mode (dropout, with the
+run's ``smart.share_dropout``). The model is ``--checkpoint``'s, or the configured encoder
+with a fresh head; nothing is trained. ``key=value`` overrides set the SMART keys and the
+rest of the run config (e.g. ``smart.ascent=reference``, ``smart.step_ratio=10``,
+``encoder_layers=6``, ``precision=bf16``). The step η follows ε (``smart.step_ratio``, η/ε =
+100 by default) unless ``smart.step_size`` is given. Each ε sees the same batches and
+the same random start, so the rows compare like with like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mtdnn.config import TrainConfig, load_config
+from mtdnn.errors import MtdnnError, run_cli
+
+
+def probe(config: TrainConfig, task_name: str, epsilons: list[float], batches: int,
+          checkpoint: Path | None = None) -> list[dict]:
+    """One row per ε: R_s, R_s ÷ task loss and ‖δ‖∞ in eval and in training mode."""
+    from mtdnn.components import build_model, choose_device, load_task_data, select_tasks
+    from mtdnn.data import get_batch
+    from mtdnn.objective import batch_loss
+    from mtdnn.precision import AMP_DTYPES, autocast_context
+
+    if checkpoint is not None:
+        config = dataclasses.replace(config, init_checkpoint=str(checkpoint))
+    tasks = select_tasks(config)
+    model, tokenizer = build_model(config, tasks, None)
+    data = load_task_data(config, tasks, tokenizer)[task_name]
+    device, _ = choose_device(config)
+    model.to(device)
+    rng = np.random.default_rng(config.seed)
+    size = min(config.batch_size, len(data.train))
+    chosen = [rng.choice(len(data.train), size, replace=False) for _ in range(batches)]
+    rows = []
+    for epsilon in epsilons:
+        smart = dataclasses.replace(config.smart, enabled=True, epsilon=epsilon,
+                                    bregman_weight=0.0)
+        # what a run at this ε would use (auto: fp32 below bf16's floor)
+        _, precision = choose_device(dataclasses.replace(config, smart=smart))
+        row = {"epsilon": epsilon, "eta": smart.eta, "precision": precision}
+        for mode in ("eval", "train"):
+            model.train(mode == "train")
+            adv, ratio, linf = [], [], []
+            for number, indices in enumerate(chosen):
+                batch = {k: v.to(device) for k, v in
+                         get_batch(data.train, indices, data.collator).items()}
+                labels = batch.pop("labels")
+                torch.manual_seed(config.seed + number)  # same noise and masks for every ε
+                with autocast_context(device, AMP_DTYPES[precision]):
+                    step = batch_loss(model, tasks[task_name], batch, labels, smart, 1.0)
+                if step.adv_skipped:
+                    continue
+                adv.append(step.terms["adv_loss"].item())
+                ratio.append(step.terms["adv_ratio"].item())
+                linf.append(step.terms["delta_linf"].item())
+                model.zero_grad(set_to_none=True)
+            row[mode] = {"r_s": float(np.mean(adv)), "ratio": float(np.mean(ratio)),
+                         "delta_linf": float(np.max(linf)), "batches": len(adv)}
+        rows.append(row)
+    return rows
+
+
+def dropout_bregman(config: TrainConfig, task_name: str, batches: int,
+                    checkpoint: Path | None = None) -> dict[str, float]:
+    """D_Breg(θ, θ) in training mode: 0 with the student's dropout masks (``shared``); with a
+    teacher run without dropout (``off``) it is the dropout noise alone, the floor under
+    every D_Breg such a run logs."""
+    from mtdnn.components import build_model, load_task_data, select_tasks
+    from mtdnn.data import get_batch
+    from mtdnn.objective import batch_loss
+    from mtdnn.smart import MeanTeacher
+
+    if checkpoint is not None:
+        config = dataclasses.replace(config, init_checkpoint=str(checkpoint))
+    tasks = select_tasks(config)
+    model, tokenizer = build_model(config, tasks, None)
+    data = load_task_data(config, tasks, tokenizer)[task_name]
+    model.train()
+    rng = np.random.default_rng(config.seed)
+    size = min(config.batch_size, len(data.train))
+    found = {}
+    for mode in ("shared", "off"):
+        smart = dataclasses.replace(config.smart, enabled=True, adv_weight=0.0,
+                                    teacher_dropout=mode)
+        teacher = MeanTeacher(model, 1, dropout=mode == "shared")
+        values, ratios = [], []
+        for number in range(batches):
+            batch = get_batch(data.train, rng.choice(len(data.train), size, replace=False),
+                              data.collator)
+            labels = batch.pop("labels")
+            torch.manual_seed(config.seed + number)
+            with torch.no_grad():
+                step = batch_loss(model, tasks[task_name], batch, labels, smart, 0.0, teacher)
+            values.append(step.terms["bregman_loss"].item())
+            ratios.append(step.terms["bregman_ratio"].item())
+        found[mode] = float(np.mean(values))
+        found[f"{mode}_ratio"] = float(np.mean(ratios))
+    return found
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| ε | η | precision | R_s (eval) | R_s ÷ task loss (eval) | ‖δ‖∞ (eval) "
+             "| R_s (train) | R_s ÷ task loss (train) | ‖δ‖∞ (train) |", "|---" * 9 + "|"]
+    for row in rows:
+        cells = [f"{row['epsilon']:g}", f"{row['eta']:g}", row["precision"]]
+        for mode in ("eval", "train"):
+            cells += [f"{row[mode]['r_s']:.3g}", f"{row[mode]['ratio']:.3g}",
+                      f"{row[mode]['delta_linf']:.3g}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mtdnn.smart_probe", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", required=True, help="the task whose train file is probed")
+    parser.add_argument("--checkpoint", type=Path,
+                        help="a checkpoint to probe (default: the encoder, a fresh head)")
+    parser.add_argument("--epsilon", type=float, nargs="+", required=True,
+                        help="radii ε to probe, e.g. 1e-5 1e-4 1e-3 1e-2 1e-1")
+    parser.add_argument("--batches", type=int, default=8, help="batches per ε (default 8)")
+    parser.add_argument("--config", help="a run config YAML to start from")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    args = parser.parse_args(argv)
+    if args.batches <= 0 or any(not e > 0 for e in args.epsilon):
+        raise MtdnnError("--batches and every --epsilon must be positive",
+                         key="--batches" if args.batches <= 0 else "--epsilon",
+                         allowed="numbers > 0")
+    logging.basicConfig(level=logging.WARNING)
+    config = load_config(args.config, [f"tasks=[{args.task}]", "batch_size=16",
+                                       *args.overrides])
+    rows = probe(config, args.task, args.epsilon, args.batches, args.checkpoint)
+    print(f"SMART probe: task {args.task}, {args.batches} batches of "
+          f"{config.batch_size}, ascent {config.smart.ascent}, perturb "
+          f"{config.smart.perturb}, share_dropout {config.smart.share_dropout}")
+    print(table(rows))
+    floor = dropout_bregman(config, args.task, args.batches, args.checkpoint)
+    print(f"D_Breg(θ, θ) in training mode (teacher = student): {floor['shared']:.3g} with "
+          f"teacher_dropout=shared; {floor['off']:.3g} (÷ task loss {floor['off_ratio']:.3g}) "
+          "with teacher_dropout=off, all of it dropout noise")
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,39 @@
+"""The SMART calibration probe: R_s against ε, in eval and training mode."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from conftest import head_jsonl
+from mtdnn.errors import run_cli
+from mtdnn.smart_probe import main
+
+
+def test_probe_prints_r_s_growing_with_epsilon(prepared_data: Path, tiny_encoder_dir: Path,
+                                               tmp_path: Path) -> None:
+    rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 16)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        run_cli(main, ["--task", "rte", "--epsilon", "1e-3", "1e-1", "--batches", "2",
+                       f"tasks.rte.train={rows}", f"encoder={tiny_encoder_dir}",
+                       f"cache_dir={tmp_path / 'cache'}", "batch_size=8", "precision=fp32"])
+    lines = [line for line in printed.getvalue().splitlines() if line.startswith("| 0.")]
+    assert len(lines) == 2
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    # ε, η = 100 ε, precision, then R_s, ratio, ‖δ‖∞ in eval and in train mode
+    assert [c[1] for c in cells] == ["0.1", "10"]
+    for mode in (0, 3):
+        small, large = (float(c[3 + mode]) for c in cells)
+        assert 0 < small < large
+        assert [float(c[5 + mode]) for c in cells] == pytest.approx([1e-3, 1e-1], rel=1e-3)
+
+
+def test_probe_refuses_a_radius_that_is_not_positive(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(main, ["--task", "rte", "--epsilon", "0"])
+    assert exit_.value.code == 2
+    assert "key '--epsilon'" in capsys.readouterr().err
