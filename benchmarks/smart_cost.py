@@ -35,14 +35,7 @@ def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teach
 
     from mtdnn.data import Collator, get_batch, load_split
     from mtdnn.model import MultiTaskModel, load_encoder
-    from mtdnn.smart import (
-        MeanTeacher,
-        adversarial_loss,
-        bregman_loss,
-        rng_replayer,
-        symmetric_kl,
-        without_parameter_grads,
-    )
+    from mtdnn.smart import MeanTeacher, rng_replayer
     from mtdnn.task_def import load_task_defs
 
     torch.set_num_threads(THREADS)
@@ -60,39 +53,39 @@ def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teach
     from smart_pytorch import SMARTLoss
     from smart_pytorch.loss import kl_loss, sym_kl_loss
 
+    from mtdnn.config import SmartConfig
+    from mtdnn.objective import batch_loss
+
+    # The real loss step (what the trainer runs) for plain, R_s only and full SMART.
+    configs = {"plain": (SmartConfig(), 0.0, None),
+               "rs_only": (SmartConfig(enabled=True, bregman_weight=0.0), 1.0, None),
+               "smart": (SmartConfig(enabled=True), 1.0, teacher)}
+
     def step(variant: str, batch: dict) -> None:
         batch = dict(batch)
         labels = batch.pop("labels")
-        extra = {"attention_mask": batch["attention_mask"],
-                 "token_type_ids": batch["token_type_ids"]}
         if variant == "ascent_pass":  # R_s's extra pass alone: forward + input-only backward
+            extra = {k: v for k, v in batch.items() if k != "input_ids"}
             embeddings = model.embed_words(batch["input_ids"]).detach().requires_grad_(True)
             outputs = model("scitail", inputs_embeds=embeddings, **extra)
             torch.autograd.grad(torch.nn.functional.cross_entropy(outputs, labels), embeddings)
             return
-        if variant == "plain":
-            outputs = model("scitail", **batch)
-            loss = torch.nn.functional.cross_entropy(outputs, labels)
-        else:
+        if variant == "smart_pytorch_rs":  # the PyPI package's R_s on our clean pass
             replay = rng_replayer(torch.device("cpu"))
+            extra = {k: v for k, v in batch.items() if k != "input_ids"}
             embeddings = model.embed_words(batch["input_ids"])
             outputs = model("scitail", inputs_embeds=embeddings, **extra)
-            loss = torch.nn.functional.cross_entropy(outputs, labels)
 
             def forward(e: torch.Tensor) -> torch.Tensor:
                 return replay(model, "scitail", inputs_embeds=e, **extra)
 
-            if variant == "smart_pytorch_rs":
-                smart_loss = SMARTLoss(eval_fn=forward, loss_fn=kl_loss,
-                                       loss_last_fn=sym_kl_loss, num_steps=1)
-                loss = loss + smart_loss(embeddings, outputs)
-            else:
-                adv = adversarial_loss(forward, embeddings, outputs, batch["attention_mask"],
-                                       symmetric_kl,
-                                       ascent_forward=without_parameter_grads(model, forward))
-                loss = loss + adv.loss
-            if variant == "smart":
-                loss = loss + bregman_loss(outputs, teacher("scitail", **batch), symmetric_kl)
+            smart_loss = SMARTLoss(eval_fn=forward, loss_fn=kl_loss, loss_last_fn=sym_kl_loss,
+                                   num_steps=1)
+            loss = torch.nn.functional.cross_entropy(outputs, labels) + smart_loss(embeddings,
+                                                                                  outputs)
+        else:
+            smart, weight, mean_teacher = configs[variant]
+            loss = batch_loss(model, task, batch, labels, smart, weight, mean_teacher).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -32,10 +32,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mtdnn.checkpoint import weights_fingerprint  # noqa: E402
+from mtdnn.checkpoint import (
+    continue_keys,  # noqa: E402
+    weights_fingerprint,  # noqa: E402
+)
 from mtdnn.errors import MtdnnError, run_cli  # noqa: E402
 from mtdnn.files import atomic_write_json  # noqa: E402
-from mtdnn.run_state import continue_keys  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FINETUNE_TASKS = ("rte", "mrpc", "sst2", "mnli")

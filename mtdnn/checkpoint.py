@@ -1,4 +1,6 @@
-"""A checkpoint is one folder, written atomically (temporary folder, then rename)::
+"""Checkpoints, and everything exact resume needs: this module owns both.
+
+A checkpoint is one folder, written atomically (temporary folder, then rename)::
 
     encoder/              save_pretrained safetensors + tokenizer: loads in plain transformers
     heads.safetensors     one tensor per head parameter, keyed "<task>.<param>"
@@ -6,7 +8,11 @@
     config.yaml           the resolved run config that wrote it
     checkpoint.json       step, epoch, dev metrics, package version
     teacher.safetensors   with SMART's Bregman term: the mean teacher (encoder + heads)
-    training_state.pt     optional: what resuming needs (optimizer, scheduler, ...)
+    training_state.pt     in ``last``: what resuming needs (optimizer, scheduler, scaler,
+                          sampler, counters, dev history, RNG; see :class:`RunState`)
+
+Restoring all of it (plus the weights and the teacher, each through its own
+``state_dict``) continues a killed run exactly as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -14,17 +20,22 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import shutil
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from mtdnn import __version__
 from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_dir, sha256_of
+from mtdnn.files import atomic_dir, atomic_write_text, sha256_of
 from mtdnn.model import MultiTaskModel, load_encoder, quiet_transformers
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
@@ -67,9 +78,9 @@ def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_ya
         (tmp / INFO_FILE).write_text(json.dumps({**info, "mtdnn_version": __version__},
                                                 indent=2) + "\n", encoding="utf-8")
         if teacher is not None:
-            save_file({k: v.detach().cpu().contiguous() for k, v in
-                       teacher.model.state_dict().items()}, tmp / TEACHER_FILE,
-                      metadata={"updates": str(teacher.updates)})
+            state = teacher.state_dict()
+            save_file({k: v.detach().cpu().contiguous() for k, v in state["model"].items()},
+                      tmp / TEACHER_FILE, metadata={"updates": str(state["updates"])})
         if training_state is not None:
             torch.save(training_state, tmp / STATE_FILE)
 
@@ -156,3 +167,120 @@ def keep_recent(run_dir: Path, step: int, keep: int) -> None:
     saved = sorted(folder.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
     for old in saved[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@dataclass
+class RunState:
+    """Counters, dev history and not-yet-logged losses of one run."""
+
+    step: int = 0  # optimizer steps taken
+    epoch: int = 0  # complete epochs
+    position: int = 0  # minibatches of the current epoch consumed
+    micro: int = 0  # minibatches consumed in all (gradient accumulation)
+    best_score: float = -float("inf")
+    adv_skipped: int = 0
+    nonfinite_skipped: int = 0
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    running: defaultdict = field(default_factory=lambda: defaultdict(list))
+    sampler_state: dict[str, Any] = field(default_factory=dict)
+
+    def smoothed_losses(self) -> dict[str, str]:
+        """Mean task loss per task since the last log line (for the progress bar)."""
+        return {key.split("/")[0]: f"{np.mean(values):.3f}"
+                for key, values in self.running.items() if key.endswith("/loss")}
+
+
+def training_state(state: RunState, optimizer: torch.optim.Optimizer, scheduler: Any,
+                   scaler: torch.amp.GradScaler) -> dict[str, Any]:
+    """Everything besides the weights that resuming needs."""
+    return {
+        "run": {**state.__dict__, "running": dict(state.running)},
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
+        "rng": rng_state(),
+    }
+
+
+def restore_training_state(path: Path, optimizer: torch.optim.Optimizer, scheduler: Any,
+                           scaler: torch.amp.GradScaler, teacher: MeanTeacher | None
+                           ) -> RunState:
+    """Load ``training_state.pt`` (and the teacher) of checkpoint ``path`` into the run."""
+    saved = torch.load(path / STATE_FILE, weights_only=False)
+    optimizer.load_state_dict(saved["optimizer"])
+    scheduler.load_state_dict(saved["scheduler"])
+    scaler.load_state_dict(saved["scaler"])
+    if teacher is not None:
+        if not (path / TEACHER_FILE).is_file():
+            raise MtdnnError("the checkpoint has no SMART teacher, but this run keeps one",
+                             file=path, key="resume", allowed="resume with the same smart.*")
+        with safe_open(path / TEACHER_FILE, "pt") as handle:
+            updates = int(handle.metadata()["updates"])
+        teacher.load_state_dict({"model": load_file(path / TEACHER_FILE), "updates": updates})
+    set_rng_state(saved["rng"])
+    run = saved["run"]
+    return RunState(**{**run, "running": defaultdict(list, run["running"])})
+
+
+def rng_state() -> dict[str, Any]:
+    """Python's, numpy's and torch's (CPU and CUDA) random states."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def resume_checkpoint(resume: str | None) -> Path | None:
+    """The checkpoint to resume from: ``resume`` itself, or ``<resume>/last`` for a run."""
+    if resume is None:
+        return None
+    path = Path(resume)
+    if (path / "last").is_dir():
+        path = path / "last"
+    check_checkpoint(path)
+    if not (path / STATE_FILE).is_file():
+        raise MtdnnError(f"the checkpoint has no {STATE_FILE} to resume from", file=path,
+                         key="resume", allowed="a run folder or its 'last' checkpoint")
+    return path
+
+
+def continue_keys(run_dir: Path) -> dict[str, Any]:
+    """Config keys that carry on in ``run_dir``: resume an interrupted run from its last
+    checkpoint, replace one that never wrote a checkpoint, start fresh in a new folder."""
+    if (run_dir / "last" / STATE_FILE).is_file():
+        return {"resume": str(run_dir)}
+    return {"overwrite": True} if run_dir.exists() else {}
+
+
+def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
+                      may_differ: tuple[str, ...] = ("resume", "progress_bar")) -> None:
+    """Resuming with other settings would not continue the same run: name what differs."""
+    import yaml
+
+    saved = yaml.safe_load(saved_yaml)
+    if saved.get("precision") == "auto":  # written before runs recorded the resolved one,
+        saved["precision"] = "fp32"       # when auto meant fp32 on a CPU
+    differing = sorted(k for k in set(saved) | set(current)
+                       if k not in may_differ and saved.get(k) != current.get(k))
+    if differing:
+        key = differing[0]
+        raise MtdnnError(f"the run to resume has {key}={saved.get(key)!r}, this one "
+                         f"{current.get(key)!r}", file=path / "config.yaml", key=key,
+                         allowed="the same config as the run being resumed "
+                                 "(only resume and progress_bar may change)")
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop ``metrics.jsonl`` lines written after ``step`` (a killed run's tail)."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+            if line.strip() and line.endswith("\n") and json.loads(line)["step"] <= step]
+    atomic_write_text(path, "".join(keep))

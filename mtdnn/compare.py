@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mtdnn.checkpoint import continue_keys
 from mtdnn.config import config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, run_cli
 from mtdnn.files import (
@@ -30,7 +31,6 @@ from mtdnn.files import (
     make_output_dir,
     read_json,
 )
-from mtdnn.run_state import continue_keys
 from mtdnn.schema import build, to_dict
 from mtdnn.sweep import mean_std, merged
 from mtdnn.trainer import train

@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtdnn.checkpoint import ENCODER_DIR, HEADS_FILE, check_checkpoint, init_heads_from
+from mtdnn.checkpoint import (
+    ENCODER_DIR,
+    HEADS_FILE,
+    check_checkpoint,
+    check_same_config,
+    init_heads_from,
+)
 from mtdnn.config import TrainConfig, config_to_yaml
 from mtdnn.data import Collator, TaskSplit, load_split
 from mtdnn.distributed import ONE_PROCESS, Distributed
@@ -24,7 +30,6 @@ from mtdnn.errors import MtdnnError, did_you_mean
 from mtdnn.files import atomic_write_text, check_output_parent, read_text, write_error
 from mtdnn.model import MultiTaskModel, load_encoder
 from mtdnn.precision import resolve_precision
-from mtdnn.run_state import check_same_config
 from mtdnn.schema import to_dict
 from mtdnn.task_def import TaskDef, load_task_defs
 

@@ -38,7 +38,8 @@ class BatchLoss:
     loss: torch.Tensor
     task_loss: torch.Tensor
     terms: dict[str, torch.Tensor] = field(default_factory=dict)
-    adv_skipped: bool = False  # the ascent was not finite: R_s left out of this batch
+    # the ascent was not finite, R_s left out of this batch (a bool tensor, or False)
+    adv_skipped: torch.Tensor | bool = False
 
 
 def batch_loss(model: MultiTaskModel, task: TaskDef, batch: dict[str, torch.Tensor],
@@ -75,14 +76,11 @@ def batch_loss(model: MultiTaskModel, task: TaskDef, batch: dict[str, torch.Tens
             epsilon=smart.epsilon, noise_std=smart.noise_std, step_size=smart.eta,
             steps=smart.ascent_steps, ascent=smart.ascent, guard=smart.guard,
             ascent_forward=without_parameter_grads(model, forward))
-        if adv.loss is None:
-            result.adv_skipped = True
-        else:
-            result.loss = result.loss + adv_weight * adv.loss
-            result.terms.update(
-                adv_loss=adv.loss.detach(), adv_ratio=adv_weight * adv.loss.detach() / scale,
-                delta_linf=adv.delta.abs().amax() if adv.delta.numel() else scale * 0,
-                adv_grad_cos=adv.grad_cosine)
+        result.loss = result.loss + adv_weight * adv.loss
+        result.adv_skipped = adv.skipped
+        result.terms.update(
+            adv_loss=adv.loss.detach(), adv_ratio=adv_weight * adv.loss.detach() / scale,
+            delta_linf=adv.delta.abs().amax(), adv_grad_cos=adv.grad_cosine)
     if teacher is not None:
         teacher_replay = replay if share_teacher else _call
         breg = bregman_loss(outputs, teacher_replay(teacher, task.name, **batch), divergence)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -58,14 +57,29 @@ def _batches_per_task(sizes: dict[str, int], batch_size: int) -> dict[str, int]:
     return {task: -(-n // batch_size) for task, n in sizes.items()}
 
 
-class Sampler(Protocol):
+class Sampler:
+    """A schedule: ``plan_epoch()`` plans the next epoch's steps from ``rng``.
+
+    ``state_dict()`` at an epoch's start is all that resuming needs: the generator's state
+    (plus, in subclasses, any queues or counters that carry over between epochs).
+    """
+
     rng: np.random.Generator
     num_steps: int  # steps per epoch
 
-    def plan_epoch(self) -> list[Step]: ...
+    def plan_epoch(self) -> list[Step]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "extra" in state:  # checkpoints written before samplers owned their state
+            state = {**state, **state["extra"]}
+        self.rng.bit_generator.state = state["rng"]
 
 
-class TaskStreams:
+class TaskStreams(Sampler):
     """Each task's batches in a shuffled order, reshuffled whenever a task runs out, so no
     example repeats before every example of its task has been seen."""
 
@@ -83,14 +97,17 @@ class TaskStreams:
         return BatchRef(task, queue.pop(0))
 
     def state_dict(self) -> dict:
-        return {"queues": {t: [b.tolist() for b in q] for t, q in self.queues.items()}}
+        return {**super().state_dict(),
+                "queues": {t: [b.tolist() for b in q] for t, q in self.queues.items()}}
 
     def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        state = {**state, **state.get("extra", {})}
         self.queues = {t: [np.array(b, dtype=np.int64) for b in q]
                        for t, q in state["queues"].items()}
 
 
-class ProportionalSampler:
+class ProportionalSampler(Sampler):
     """MT-DNN's schedule (Liu et al. 2019, Algorithm 1).
 
     Each epoch visits every batch of every task once: each task's examples are shuffled
@@ -159,7 +176,7 @@ class AnnealedSampler(TemperatureSampler):
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.epoch = state["epoch"]
+        self.epoch = {**state, **state.get("extra", {})}["epoch"]
 
 
 class CycleRoundRobin(TaskStreams):
@@ -190,7 +207,7 @@ class ShuffleRoundRobin(TaskStreams):
         return [(self.next(self.tasks[i]),) for i in draws]
 
 
-class SmartRoundRobin:
+class SmartRoundRobin(Sampler):
     """BERTriad's smart round-robin (Appendix A, Algorithm 1).
 
     An epoch is M steps, M = the largest task's number of batches. At step i each task t

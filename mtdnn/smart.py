@@ -47,13 +47,14 @@ def project_linf(delta: torch.Tensor, epsilon: float) -> torch.Tensor:
 
 @dataclass
 class AdversarialResult:
-    """R_s for one batch. ``loss`` is ``None`` when the ascent or the term was not finite."""
+    """R_s for one batch, all on the device (nothing here waits for the host)."""
 
-    loss: torch.Tensor | None
+    loss: torch.Tensor  # 0 when ``skipped``
     delta: torch.Tensor  # final perturbation (detached), zero on padding
     # cosine between the final perturbation and the last ascent gradient (0-d, detached):
     # near 1 when the ascent shaped δ, near 0 when δ is still mostly its random start
-    grad_cosine: torch.Tensor | None = None
+    grad_cosine: torch.Tensor
+    skipped: torch.Tensor  # bool: the ascent or the term was not finite, R_s left out
 
 
 def projected_step(noise: torch.Tensor, grad: torch.Tensor, epsilon: float, step_size: float,
@@ -105,7 +106,8 @@ def adversarial_loss(
     accumulated); then ν is updated by ``ascent``: ``paper`` (:func:`projected_step`) or
     ``reference`` (:func:`reference_step`). Padding positions are never perturbed. Returns
     ℓ_s(f(x + ν), f(x)) with gradients to the parameters through both outputs, as R_s(θ)
-    in eq. (1) depends on θ through both.
+    in eq. (1) depends on θ through both; 0, and ``skipped``, if the ascent or the term
+    was not finite.
 
     ``ascent_forward`` (default ``forward``) runs the ascent passes; it may skip recording
     the parameters (:func:`without_parameter_grads`), which those passes never need.
@@ -117,21 +119,23 @@ def adversarial_loss(
     noise = torch.randn(embeddings.shape, generator=generator, device=embeddings.device,
                         dtype=embeddings.dtype) * noise_std * keep
     grad = torch.zeros_like(base)
+    finite = torch.ones((), dtype=torch.bool, device=base.device)
     for _ in range(steps):
         noise.requires_grad_(True)
         value = divergence((ascent_forward or forward)(base + noise), target)
         (grad,) = torch.autograd.grad(value, noise)
-        if not torch.isfinite(grad).all():
-            return AdversarialResult(None, torch.zeros_like(base))
-        grad = grad * keep
+        # A non-finite gradient is zeroed rather than tested on the host (no sync): δ stays
+        # finite, and the term is dropped below.
+        finite = finite & torch.isfinite(grad).all()
+        grad = torch.nan_to_num(grad * keep, nan=0.0, posinf=0.0, neginf=0.0)
         noise = update(noise.detach(), grad, epsilon, step_size, guard) * keep
     if ascent == "paper":
         noise = project_linf(noise, epsilon) * keep
     cosine = F.cosine_similarity(noise.flatten().float(), grad.flatten().float(), dim=0)
     loss = divergence(forward(embeddings + noise), clean_outputs)
-    if not torch.isfinite(loss):
-        return AdversarialResult(None, noise, cosine.detach())
-    return AdversarialResult(loss, noise, cosine.detach())
+    finite = finite & torch.isfinite(loss)
+    # Multiplying by 0 drops the term; its inputs are finite, so no NaN reaches a gradient.
+    return AdversarialResult(torch.nan_to_num(loss) * finite, noise, cosine.detach(), ~finite)
 
 
 def without_parameter_grads(model: nn.Module,
@@ -231,9 +235,3 @@ class MeanTeacher:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.updates = int(state["updates"])
-
-
-def perturbation_norm(delta: torch.Tensor) -> float:
-    """‖δ‖∞ of a perturbation batch, for logging."""
-    return float(delta.abs().max()) if delta.numel() else 0.0
-

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from mtdnn.checkpoint import weights_fingerprint
+from mtdnn.checkpoint import continue_keys, weights_fingerprint
 from mtdnn.config import config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, run_cli
 from mtdnn.files import (
@@ -38,7 +38,6 @@ from mtdnn.files import (
     make_output_dir,
     read_json,
 )
-from mtdnn.run_state import continue_keys
 from mtdnn.schema import build, to_dict
 from mtdnn.trainer import train
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
-DIVERGENCES = ("symmetric_kl", "squared_error")
 
 
 def _cross_entropy(logits: Any, labels: Any) -> Any:

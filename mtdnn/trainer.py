@@ -1,10 +1,10 @@
-"""The training loop: multi-task stage and per-task fine-tuning are the same function.
+"""The training recipe: the multi-task stage and per-task fine-tuning are the same recipe.
 
-``train(config)`` reads as the MT-DNN recipe: sample a task, then a batch of it, forward
-through the shared encoder and that task's head, task loss, backward, clip, step, log;
-evaluate every task on its dev set every epoch (and every ``eval_every_steps``), and keep
-the ``last`` and ``best`` checkpoints. A run started with ``init_checkpoint`` takes the
-encoder (and heads of matching tasks) from a saved run; nothing else of that run is used.
+``train(config)`` sets a :class:`TrainingRecipe` up and runs it. Read top to bottom,
+:meth:`TrainingRecipe.train` is the MT-DNN recipe: take the epoch's plan of mixed-task
+steps; for each step, the loss of each minibatch (:func:`mtdnn.objective.batch_loss`: task
+loss + λ_s R_s + μ D_Breg), backward, then clip, step, schedule, teacher update; log; and
+evaluate and save when :func:`checkpoint_due` says so.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import json
 import logging
 import math
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,16 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
 
-from mtdnn.checkpoint import copy_checkpoint, keep_recent, save_checkpoint
+from mtdnn.checkpoint import (
+    RunState,
+    copy_checkpoint,
+    keep_recent,
+    restore_training_state,
+    resume_checkpoint,
+    save_checkpoint,
+    training_state,
+    truncate_metrics,
+)
 from mtdnn.components import (
     build_model,
     check_best_metric,
@@ -45,59 +53,38 @@ from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
 from mtdnn.inference import evaluate_split
-from mtdnn.model import MultiTaskModel
 from mtdnn.objective import batch_loss
 from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.precision import AMP_DTYPES, autocast_context
-from mtdnn.run_state import (
-    RunState,
-    restore_sampler,
-    restore_training_state,
-    resume_checkpoint,
-    sampler_state,
-    training_state,
-    truncate_metrics,
-)
-from mtdnn.sampling import BatchRef, build_sampler
+from mtdnn.sampling import Step, build_sampler
 from mtdnn.smart import MeanTeacher
 
 log = logging.getLogger(__name__)
 
 
-def set_encoder_frozen(model: MultiTaskModel, frozen: bool) -> None:
-    """Freeze the shared encoder (for the first ``freeze_encoder_steps`` updates)."""
-    for param in model.encoder.parameters():
-        param.requires_grad_(not frozen)
-
-
 def due(every: int | None, step: int) -> bool:
-    """Whether a periodic action (evaluate, save) set to every ``every`` steps falls now."""
+    """Whether a periodic action set to every ``every`` steps falls on ``step``."""
     return bool(every) and step % every == 0
 
 
-def log_training(state: RunState, writer: SummaryWriter, record, lr: float,
-                 grad_norm: torch.Tensor) -> None:
-    """Write the losses gathered since the last log line to tensorboard and metrics.jsonl."""
-    writer.add_scalar("train/lr", lr, state.step)
-    writer.add_scalar("train/grad_norm", float(grad_norm), state.step)
-    writer.add_scalar("train/adv_skipped", state.adv_skipped, state.step)
-    writer.add_scalar("train/nonfinite_skipped", state.nonfinite_skipped, state.step)
-    by_task: dict[str, dict[str, float]] = defaultdict(dict)
-    for key, values in state.running.items():
-        writer.add_scalar(f"train/{key}", float(np.mean(values)), state.step)
-        task, name = key.split("/")
-        by_task[task][name] = float(np.mean(values))
-    for task in sorted(by_task):
-        record({"kind": "train", "step": state.step, "epoch": state.epoch, "task": task,
-                "lr": lr, "adv_skipped": state.adv_skipped, **by_task[task]})
-    state.running.clear()
+def checkpoint_due(config: TrainConfig, step: int, total_steps: int, epoch_end: bool
+                   ) -> tuple[bool, bool]:
+    """The one rule for (save ``last``, evaluate on dev) after ``step``: evaluate at the
+    last step, every ``eval_every_steps`` and, with ``eval_every_epoch``, at an epoch's end;
+    save whenever evaluating, at every epoch's end (so a run stays resumable) and every
+    ``save_every_steps``."""
+    evaluate = (step >= total_steps or due(config.eval_every_steps, step)
+                or (epoch_end and config.eval_every_epoch))
+    return evaluate or epoch_end or due(config.save_every_steps, step), evaluate
 
 
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training as configured; returns the best and last dev metrics and paths."""
     distributed = init_distributed("cuda" if use_cuda(config) else "cpu")
     try:
-        return _train(config, distributed)
+        recipe = TrainingRecipe(config, distributed)
+        recipe.setup()
+        return recipe.train()
     except KeyboardInterrupt:
         raise interrupted(Path(config.output_dir)) from None
     finally:
@@ -116,217 +103,314 @@ def interrupted(run_dir: Path) -> Interrupted:
                        f"resume={run_dir}", file=run_dir)
 
 
-def _train(config: TrainConfig, distributed: Distributed) -> dict[str, Any]:
-    main = distributed.is_main
-    resume_from = resume_checkpoint(config.resume)
-    # Everything is checked before the run folder is written: a failed start leaves no
-    # folder that looks like a run (and an old run is replaced only once all is well).
-    device, precision = choose_device(config, distributed.local_rank)
-    # The resolved precision is what config.yaml records (and what a resume must match).
-    config = dataclasses.replace(config, precision=precision)
-    amp_dtype = AMP_DTYPES[precision]
-    log.info("device %s, precision %s", device, precision)
-    check_run_dir(config, resume_from)
-    seed_everything(config.seed)
-    tasks = select_tasks(config)
-    model, tokenizer = build_model(config, tasks, resume_from)
-    check_lengths(config, tasks, model.encoder, tokenizer)
-    model.to(device)
-    distributed.broadcast_parameters(model)
-    torch.manual_seed(config.seed + distributed.rank)  # each rank its own dropout masks
-    data = load_task_data(config, tasks, tokenizer, distributed)
-    check_best_metric(config.best_metric, tasks, data)
-    run_dir = start_run_dir(config, resume_from) if main else Path(config.output_dir)
+class TrainingRecipe:
+    """Multi-task fine-tuning with SMART, in torchtune's shape: ``setup()``, then ``train()``.
 
-    lengths = {t: np.array([len(ids) for ids in d.train.dataset["input_ids"]])
-               for t, d in data.items()} if config.sampler.group_by_length else None
-    sampler = build_sampler(config.sampler, {t: len(d.train) for t, d in data.items()},
-                            config.batch_size, config.seed, config.epochs, lengths)
-    accum = config.optimizer.grad_accum_steps
-    total_steps = config.max_steps or max(
-        config.min_steps or 0, math.ceil(sampler.num_steps * config.epochs / accum))
-    optimizer = build_optimizer(model, config.optimizer)
-    scheduler = build_scheduler(optimizer, config.optimizer, total_steps)
-    surgery_rng = np.random.default_rng(config.seed)  # PCGrad's projection order
-    if config.pcgrad and accum > 1:
-        raise MtdnnError("pcgrad projects each step's task gradients; it cannot be combined "
-                         "with gradient accumulation", key="pcgrad",
-                         allowed="pcgrad=false, or optimizer.grad_accum_steps=1")
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    smart = config.smart
-    adv_weights = smart_adv_weights(config, tasks)
-    teacher = None
-    if smart.enabled and smart.bregman_weight > 0:
-        teacher = MeanTeacher(model, total_steps // smart.teacher_update_every,
-                              smart.teacher_beta_early, smart.teacher_beta_late,
-                              smart.teacher_early_fraction,
-                              dropout=smart.teacher_dropout == "shared")
-    state = RunState(sampler_state=sampler_state(sampler))
-    if resume_from is not None:
-        state = restore_training_state(resume_from, optimizer, scheduler, scaler, teacher)
-        if main:
-            truncate_metrics(run_dir / "metrics.jsonl", state.step)
-        log.info("resumed from %s at step %d (epoch %d)", resume_from, state.step, state.epoch)
+    Features, and what each costs:
+    - mixed-task minibatches from a seeded sampler (MT-DNN's proportional schedule, the
+      temperature family, round-robin schedules that put several tasks in one step);
+    - SMART per task (R_s: one ascent pass and one adversarial pass per batch, ~2.7× a
+      plain step; the Bregman term: one teacher forward and an EMA update);
+    - PCGrad in steps with several tasks: one backward per task instead of one;
+    - gradient accumulation, bf16/fp16 autocast, ``torch.compile`` (slow to start on CPU);
+    - several processes under ``torchrun`` (gradients summed across ranks);
+    - exact resume from ``last``: weights, optimizer, scheduler, scaler, teacher, sampler,
+      RNG and counters (``mtdnn.checkpoint``).
+    Values reach the host only when logged, except one check per update: a non-finite
+    gradient norm skips the update (and names the task whose loss was not finite).
+    """
 
-    writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=state.step + 1) \
-        if main else None
-    metrics_file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8") if main else None
-    config_yaml = config_to_yaml(config)
+    def __init__(self, config: TrainConfig, distributed: Distributed) -> None:
+        self.config, self.distributed = config, distributed
+        self.main = distributed.is_main
 
-    def record(entry: dict[str, Any]) -> None:
-        metrics_file.write(json.dumps(entry) + "\n")
-        metrics_file.flush()
+    # -- setup ------------------------------------------------------------------------------
 
-    # Training throughput of this process, evaluation and checkpointing excluded.
-    clock = {"started": time.perf_counter(), "outside_training": 0.0, "examples": 0}
+    def setup(self) -> None:
+        """Check everything, then build; the run folder is written last, so a failed start
+        leaves nothing that looks like a run (and an old run is replaced only then)."""
+        config = self.config
+        self.resume_from = resume_checkpoint(config.resume)
+        self.device, precision = choose_device(config, self.distributed.local_rank)
+        # The resolved precision is what config.yaml records (and what a resume must match).
+        self.config = config = dataclasses.replace(config, precision=precision)
+        self.amp_dtype = AMP_DTYPES[precision]
+        log.info("device %s, precision %s", self.device, precision)
+        check_run_dir(config, self.resume_from)
+        seed_everything(config.seed)
+        self._setup_model()
+        self._setup_data()
+        self._setup_optimizer()
+        self.run_dir = (start_run_dir(config, self.resume_from) if self.main
+                        else Path(config.output_dir))
+        self._setup_state()
+        if config.compile:
+            # After the teacher's copy: the compiled forward belongs to the student alone.
+            self.model.encoder.compile(dynamic=True)
 
-    def evaluate_and_save(evaluate: bool = True) -> None:
-        started = time.perf_counter()
-        try:
-            _evaluate_and_save(evaluate)
-        finally:
-            clock["outside_training"] += time.perf_counter() - started
+    def _setup_model(self) -> None:
+        config = self.config
+        self.tasks = select_tasks(config)
+        self.model, self.tokenizer = build_model(config, self.tasks, self.resume_from)
+        check_lengths(config, self.tasks, self.model.encoder, self.tokenizer)
+        self.model.to(self.device)
+        self.distributed.broadcast_parameters(self.model)
+        torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
+        self.adv_weights = smart_adv_weights(config, self.tasks)
 
-    def _evaluate_and_save(evaluate: bool) -> None:
-        if not main:  # rank 0 evaluates and writes; the others wait
-            distributed.barrier()
+    def _setup_data(self) -> None:
+        config = self.config
+        self.data = load_task_data(config, self.tasks, self.tokenizer, self.distributed)
+        check_best_metric(config.best_metric, self.tasks, self.data)
+        lengths = {t: np.array([len(ids) for ids in d.train.dataset["input_ids"]])
+                   for t, d in self.data.items()} if config.sampler.group_by_length else None
+        self.sampler = build_sampler(config.sampler,
+                                     {t: len(d.train) for t, d in self.data.items()},
+                                     config.batch_size, config.seed, config.epochs, lengths)
+        self.accum = config.optimizer.grad_accum_steps
+        self.total_steps = config.max_steps or max(config.min_steps or 0, math.ceil(
+            self.sampler.num_steps * config.epochs / self.accum))
+
+    def _setup_optimizer(self) -> None:
+        config, smart = self.config, self.config.smart
+        if config.pcgrad and self.accum > 1:
+            raise MtdnnError("pcgrad projects each step's task gradients; it cannot be "
+                             "combined with gradient accumulation", key="pcgrad",
+                             allowed="pcgrad=false, or optimizer.grad_accum_steps=1")
+        self.optimizer = build_optimizer(self.model, config.optimizer)
+        self.scheduler = build_scheduler(self.optimizer, config.optimizer, self.total_steps)
+        self.scaler = torch.amp.GradScaler(self.device.type,
+                                           enabled=self.amp_dtype == torch.float16)
+        self.surgery_rng = np.random.default_rng(config.seed)  # PCGrad's projection order
+        self.teacher = None
+        if smart.enabled and smart.bregman_weight > 0:
+            self.teacher = MeanTeacher(
+                self.model, self.total_steps // smart.teacher_update_every,
+                smart.teacher_beta_early, smart.teacher_beta_late,
+                smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared")
+
+    def _setup_state(self) -> None:
+        self.state = RunState(sampler_state=self.sampler.state_dict())
+        if self.resume_from is not None:
+            self.state = restore_training_state(self.resume_from, self.optimizer,
+                                                self.scheduler, self.scaler, self.teacher)
+            if self.main:
+                truncate_metrics(self.run_dir / "metrics.jsonl", self.state.step)
+            log.info("resumed from %s at step %d (epoch %d)", self.resume_from,
+                     self.state.step, self.state.epoch)
+        self.writer = self.metrics_file = None
+        if self.main:
+            self.writer = SummaryWriter(str(self.run_dir / "tensorboard"),
+                                        purge_step=self.state.step + 1)
+            self.metrics_file = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+        # Training throughput of this process, evaluation and checkpointing excluded.
+        self.started, self.outside_training, self.examples = time.perf_counter(), 0.0, 0
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def train(self) -> dict[str, Any]:
+        """Run every remaining step; returns the run's summary."""
+        config, state, model = self.config, self.state, self.model
+        progress = tqdm(total=self.total_steps, initial=state.step,
+                        disable=not (config.progress_bar and self.main), desc="train")
+        model.train()
+        while state.step < self.total_steps:
+            self.sampler.load_state_dict(state.sampler_state)  # the epoch's start
+            plan = self.sampler.plan_epoch()
+            for refs in plan[state.position:]:
+                state.position += 1
+                if config.freeze_encoder_steps:
+                    for param in model.encoder.parameters():
+                        param.requires_grad_(state.step >= config.freeze_encoder_steps)
+                losses = self.backward(refs)
+                state.micro += 1
+                stepped = state.micro % self.accum == 0 and self.optimizer_step(losses)
+                epoch_end = state.position == len(plan)
+                if epoch_end:
+                    state.epoch, state.position = state.epoch + 1, 0
+                    state.sampler_state = self.sampler.state_dict()
+                if stepped:
+                    progress.update(1)
+                    if due(config.log_every_steps, state.step) or \
+                            state.step == self.total_steps:
+                        self.log_training(progress)
+                if stepped or epoch_end:
+                    save, evaluate = checkpoint_due(config, state.step, self.total_steps,
+                                                    epoch_end)
+                    if save:
+                        self.save_checkpoint(evaluate)
+                if state.step >= self.total_steps:
+                    break
+        progress.close()
+        return self.cleanup()
+
+    def backward(self, refs: Step) -> list[tuple[str, torch.Tensor]]:
+        """Every minibatch of one step: loss, backward (with PCGrad when the step holds
+        several tasks). Returns each minibatch's task and task loss (on the device)."""
+        if not (self.config.pcgrad and len(refs) > 1):
+            return [self.loss_backward(ref) for ref in refs]
+        # Gradient surgery: one backward per task, then project away the conflicts.
+        losses, task_grads, touched = [], [], None
+        for ref in refs:
+            losses.append(self.loss_backward(ref))
+            flat, present = take_gradients(self.model)
+            task_grads.append(self.distributed.sum_(flat))
+            touched = present if touched is None else [
+                a or b for a, b in zip(touched, present, strict=True)]
+        for ref, rate in zip(refs, conflict_rates(task_grads), strict=True):
+            self.state.running[f"{ref.task}/pcgrad_conflicts"].append(rate)
+        put_gradients(self.model, pcgrad(task_grads, self.surgery_rng), touched)
+        return losses
+
+    def loss_backward(self, ref) -> tuple[str, torch.Tensor]:
+        """One minibatch of one task: this rank's share, its loss, backward."""
+        data = self.data[ref.task]
+        rows, share = self.distributed.shard(len(ref.indices))
+        batch = {k: v[rows].to(self.device)
+                 for k, v in get_batch(data.train, ref.indices, data.collator).items()}
+        labels = batch.pop("labels")
+        with autocast_context(self.device, self.amp_dtype):
+            result = batch_loss(self.model, self.tasks[ref.task], batch, labels,
+                                self.config.smart, self.adv_weights[ref.task], self.teacher)
+        self.scaler.scale(result.loss * share / self.accum).backward()
+        # Weighted by this rank's share: summed over ranks it is the global batch's loss.
+        task_loss = result.task_loss.float() * share
+        self.state.running[f"{ref.task}/loss"].append(task_loss)
+        self.state.adv_skipped += result.adv_skipped  # a bool tensor stays a count
+        for name, value in result.terms.items():
+            self.state.running[f"{ref.task}/{name}"].append(value)
+        self.examples += len(ref.indices)
+        return ref.task, task_loss
+
+    def optimizer_step(self, losses: list[tuple[str, torch.Tensor]]) -> bool:
+        """Reduce across ranks, clip, step, schedule, update the teacher. ``False`` when
+        the gradient was not finite and the update was dropped."""
+        config, state = self.config, self.state
+        if not (config.pcgrad and len(losses) > 1):  # PCGrad reduced per task already
+            self.distributed.sum_gradients(self.model)
+        self.scaler.unscale_(self.optimizer)
+        self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                                        config.optimizer.max_grad_norm)
+        if not torch.isfinite(self.grad_norm):  # the one sync per update
+            self.check_finite_losses(losses)
+            if not self.scaler.is_enabled():  # (fp16's GradScaler skips the step itself)
+                self.optimizer.zero_grad(set_to_none=True)
+                state.nonfinite_skipped += 1
+                return False
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        state.step += 1
+        if self.teacher is not None and state.step % config.smart.teacher_update_every == 0:
+            self.teacher.update(self.model)
+        return True
+
+    def check_finite_losses(self, losses: list[tuple[str, torch.Tensor]]) -> None:
+        """A non-finite task loss stops the run, naming the task and the step."""
+        for task, loss in losses:
+            value = self.distributed.sum_(loss.detach().clone()).item()
+            if not math.isfinite(value):
+                last = self.run_dir / "last"
+                kept = (f"the last good checkpoint is {last}" if last.is_dir()
+                        else "no checkpoint was written yet")
+                raise MtdnnError(f"the loss of task '{task}' is {value} at step "
+                                 f"{self.state.step + 1}; {kept}",
+                                 allowed="a lower optimizer.lr, or precision=fp32")
+
+    # -- logging, evaluation, checkpoints ---------------------------------------------------
+
+    def record(self, entry: dict[str, Any]) -> None:
+        self.metrics_file.write(json.dumps(entry) + "\n")
+        self.metrics_file.flush()
+
+    def log_training(self, progress: tqdm) -> None:
+        """Means of the values gathered since the last log line: reduced across ranks,
+        moved to the host, written to tensorboard and metrics.jsonl (rank 0)."""
+        state = self.state
+        means = {}
+        for key, values in sorted(state.running.items()):
+            mean = torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in values]).mean()
+            if key.endswith("/loss"):  # each rank holds its share of the batch's loss
+                mean = self.distributed.sum_(mean.to(self.device))
+            means[key] = float(mean)
+        state.running.clear()
+        progress.set_postfix({k.split("/")[0]: f"{v:.3f}" for k, v in means.items()
+                              if k.endswith("/loss")}, refresh=False)
+        if not self.main:
             return
-        # Without evaluation (an epoch's end with eval_every_epoch off) `last` is still saved,
-        # so the run stays resumable.
+        lr, step = self.scheduler.get_last_lr()[0], state.step
+        adv_skipped = int(state.adv_skipped)
+        for name, value in (("lr", lr), ("grad_norm", float(self.grad_norm)),
+                            ("adv_skipped", adv_skipped),
+                            ("nonfinite_skipped", state.nonfinite_skipped)):
+            self.writer.add_scalar(f"train/{name}", value, step)
+        by_task: dict[str, dict[str, float]] = {}
+        for key, value in means.items():
+            self.writer.add_scalar(f"train/{key}", value, step)
+            task, name = key.split("/")
+            by_task.setdefault(task, {})[name] = value
+        for task in sorted(by_task):
+            self.record({"kind": "train", "step": step, "epoch": state.epoch, "task": task,
+                         "lr": lr, "adv_skipped": adv_skipped, **by_task[task]})
+
+    def evaluate(self) -> dict[str, dict[str, float]]:
+        """Every task's dev metrics (rank 0)."""
+        return {task: evaluate_split(self.model, data.dev, data.collator,
+                                     self.config.eval_batch_size, self.device, self.amp_dtype)
+                for task, data in self.data.items() if data.dev is not None}
+
+    def save_checkpoint(self, evaluate: bool) -> None:
+        """Evaluate (if asked) and save ``last`` (and ``best``); the other ranks wait."""
+        started = time.perf_counter()
+        if self.main:
+            self._evaluate_and_save(evaluate)
+        self.distributed.barrier()
+        self.outside_training += time.perf_counter() - started
+
+    def _evaluate_and_save(self, evaluate: bool) -> None:
+        config, state = self.config, self.state
         info: dict[str, Any] = {"step": state.step, "epoch": state.epoch, "metrics": None}
         is_best = False
         if evaluate:
-            metrics = {t: evaluate_split(model, d.dev, d.collator, config.eval_batch_size,
-                                         device, amp_dtype)
-                       for t, d in data.items() if d.dev is not None}
+            metrics = self.evaluate()
             for task, values in metrics.items():
                 for name, value in values.items():
-                    writer.add_scalar(f"eval/{task}/{name}", value, state.step)
+                    self.writer.add_scalar(f"eval/{task}/{name}", value, state.step)
             score = score_of(metrics, config.best_metric) if metrics else -state.step
             is_best = score > state.best_score
             state.best_score = max(state.best_score, score)
             entry = {"kind": "eval", "step": state.step, "epoch": state.epoch,
                      "metrics": metrics, "score": score, "best": is_best}
-            record(entry)
+            self.record(entry)
             state.evals.append(entry)
             log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
                      " (best)" if is_best else "")
             info.update(metrics=metrics, score=score)
-        save_checkpoint(run_dir / "last", model, tokenizer, config_yaml, info, teacher=teacher,
-                        training_state=training_state(state, optimizer, scheduler, scaler))
+        save_checkpoint(self.run_dir / "last", self.model, self.tokenizer,
+                        config_to_yaml(config), info, teacher=self.teacher,
+                        training_state=training_state(state, self.optimizer, self.scheduler,
+                                                      self.scaler))
         if is_best:
-            copy_checkpoint(run_dir / "last", run_dir / "best")
+            copy_checkpoint(self.run_dir / "last", self.run_dir / "best")
         if evaluate and config.keep_last_n:
-            keep_recent(run_dir, state.step, config.keep_last_n)
-        distributed.barrier()
+            keep_recent(self.run_dir, state.step, config.keep_last_n)
 
-    def forward_backward(ref: BatchRef) -> None:
-        """One minibatch of one task: forward, task loss + λ_s R_s + μ D_Breg, backward."""
-        task = data[ref.task]
-        rows, share = distributed.shard(len(ref.indices))  # this rank's share of the batch
-        batch = {k: v[rows].to(device) for k, v in get_batch(task.train, ref.indices,
-                                                              task.collator).items()}
-        labels = batch.pop("labels")
-        with autocast_context(device, amp_dtype):
-            step = batch_loss(model, tasks[ref.task], batch, labels, smart,
-                              adv_weights[ref.task], teacher)
-        # The loss of the whole global batch (all ranks agree on it, NaN included).
-        global_loss = distributed.sum_(step.task_loss.float() * share).item()
-        if not math.isfinite(global_loss):
-            last = run_dir / "last"
-            kept = (f"the last good checkpoint is {last}" if last.is_dir()
-                    else "no checkpoint was written yet")
-            raise MtdnnError(
-                f"the loss of task '{ref.task}' is {global_loss} at step "
-                f"{state.step}; {kept}", allowed="a lower optimizer.lr, or precision=fp32")
-        state.adv_skipped += step.adv_skipped
-        for name, value in step.terms.items():
-            state.running[f"{ref.task}/{name}"].append(float(value))
-        loss = step.loss
-        scaler.scale(loss * share / accum).backward()
-        state.running[f"{ref.task}/loss"].append(global_loss)
-        clock["examples"] += len(ref.indices)
-
-    if config.compile:
-        # After the teacher's copy: the compiled forward belongs to the student alone.
-        model.encoder.compile(dynamic=True)
-    progress = tqdm(total=total_steps, initial=state.step,
-                    disable=not (config.progress_bar and main), desc="train")
-    model.train()
-    while state.step < total_steps:
-        restore_sampler(sampler, state.sampler_state)
-        plan = sampler.plan_epoch()
-        for step_refs in plan[state.position:]:
-            if state.step >= total_steps:
-                break
-            state.position += 1
-            if config.freeze_encoder_steps:
-                set_encoder_frozen(model, state.step < config.freeze_encoder_steps)
-            if config.pcgrad and len(step_refs) > 1:
-                # Gradient surgery: one backward per task, then project away conflicts.
-                task_grads, touched = [], None
-                for ref in step_refs:
-                    forward_backward(ref)
-                    flat, present = take_gradients(model)
-                    task_grads.append(distributed.sum_(flat))
-                    touched = present if touched is None else [
-                        a or b for a, b in zip(touched, present, strict=True)]
-                for ref, rate in zip(step_refs, conflict_rates(task_grads), strict=True):
-                    state.running[f"{ref.task}/pcgrad_conflicts"].append(rate)
-                put_gradients(model, pcgrad(task_grads, surgery_rng), touched)
-            else:
-                for ref in step_refs:
-                    forward_backward(ref)
-            state.micro += 1
-            if state.micro % accum:
-                continue
-            # Optimizer step: reduce across ranks, clip, step, schedule, teacher update, log.
-            if not (config.pcgrad and len(step_refs) > 1):  # PCGrad reduced per task already
-                distributed.sum_gradients(model)
-            scaler.unscale_(optimizer)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                                       config.optimizer.max_grad_norm)
-            if not torch.isfinite(grad_norm) and not scaler.is_enabled():
-                # Never step on a NaN: drop this update (fp16's GradScaler does the same).
-                optimizer.zero_grad(set_to_none=True)
-                state.nonfinite_skipped += 1
-                continue
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            state.step += 1
-            if teacher is not None and state.step % smart.teacher_update_every == 0:
-                teacher.update(model)
-            progress.update(1)
-            progress.set_postfix(state.smoothed_losses(), refresh=False)
-            if main and (state.step % config.log_every_steps == 0 or state.step == total_steps):
-                log_training(state, writer, record, scheduler.get_last_lr()[0], grad_norm)
-            if state.position == len(plan):
-                continue  # the epoch's end, just below, evaluates and saves this step once
-            if due(config.eval_every_steps, state.step):
-                evaluate_and_save()
-            elif due(config.save_every_steps, state.step):
-                evaluate_and_save(evaluate=False)
-        else:  # a complete epoch
-            state.epoch, state.position = state.epoch + 1, 0
-            state.sampler_state = sampler_state(sampler)
-            evaluate_and_save(config.eval_every_epoch or state.step >= total_steps
-                              or due(config.eval_every_steps, state.step))
-    if not state.evals or state.evals[-1]["step"] != state.step:
-        evaluate_and_save()
-    progress.close()
-    if not main:
-        return {"run_dir": str(run_dir), "steps": state.step, "rank": distributed.rank}
-    writer.close()
-    metrics_file.close()
-    best = max(state.evals, key=lambda e: e["score"])
-    train_seconds = time.perf_counter() - clock["started"] - clock["outside_training"]
-    summary = {"run_dir": str(run_dir), "steps": state.step, "precision": precision,
-               "best": best,
-               "last": state.evals[-1], "train_seconds": round(train_seconds, 3),
-               "train_examples_per_s": round(clock["examples"] / max(train_seconds, 1e-9), 2)}
-    log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints excluded)",
-             summary["train_examples_per_s"], train_seconds)
-    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-    return summary
+    def cleanup(self) -> dict[str, Any]:
+        """Close the logs; write and return the summary (rank 0)."""
+        state = self.state
+        if not self.main:
+            return {"run_dir": str(self.run_dir), "steps": state.step,
+                    "rank": self.distributed.rank}
+        self.writer.close()
+        self.metrics_file.close()
+        best = max(state.evals, key=lambda e: e["score"])
+        seconds = time.perf_counter() - self.started - self.outside_training
+        summary = {"run_dir": str(self.run_dir), "steps": state.step,
+                   "precision": self.config.precision, "best": best, "last": state.evals[-1],
+                   "train_seconds": round(seconds, 3),
+                   "train_examples_per_s": round(self.examples / max(seconds, 1e-9), 2)}
+        log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "
+                 "excluded)", summary["train_examples_per_s"], seconds)
+        atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        return summary

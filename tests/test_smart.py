@@ -105,7 +105,17 @@ def test_nan_gradient_skips_the_term(tiny_model: MultiTaskModel) -> None:
         return tiny_model("rte", inputs_embeds=e * float("nan"), attention_mask=mask)
 
     result = adversarial_loss(broken, embeddings, clean, mask, symmetric_kl)
-    assert result.loss is None
+    assert bool(result.skipped) and result.loss.item() == 0.0
+    # NaN in the ascent only: the term is dropped and no NaN reaches a parameter gradient
+    model = copy.deepcopy(tiny_model)
+    embeddings = model.embed_words(inputs["input_ids"])
+    clean = model("rte", inputs_embeds=embeddings, attention_mask=mask)
+    result = adversarial_loss(
+        lambda e: model("rte", inputs_embeds=e, attention_mask=mask), embeddings, clean, mask,
+        symmetric_kl, ascent_forward=broken)
+    assert bool(result.skipped) and result.loss.item() == 0.0
+    (clean.sum() + result.loss).backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
 def test_gradients_flow_to_parameters_not_from_the_ascent(tiny_model: MultiTaskModel) -> None:
