@@ -17,11 +17,14 @@ points' differences with Welch's p) and ``results.png``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import json
 import logging
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,6 +203,36 @@ def is_finished(config: SweepConfig, cell: Cell, fingerprint: str | None) -> boo
     return True
 
 
+@contextlib.contextmanager
+def claimed(folder: Path) -> Iterator[bool]:
+    """Claim a cell for this process (a ``.claim`` file holding its pid, created
+    exclusively), so that several workers can share one grid; a claim whose process is
+    gone is taken over. Yields whether this process holds the claim."""
+    folder.mkdir(parents=True, exist_ok=True)
+    claim = folder / ".claim"
+    for _ in range(2):
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                os.kill(int(claim.read_text() or 0), 0)
+            except (ProcessLookupError, ValueError):
+                claim.unlink(missing_ok=True)  # its worker died: take it over
+                continue
+            except PermissionError:
+                pass
+            yield False
+            return
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(os.getpid()))
+        try:
+            yield True
+        finally:
+            claim.unlink(missing_ok=True)
+        return
+    yield False
+
+
 SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
 
 
@@ -258,8 +291,12 @@ def run_sweep(config: SweepConfig) -> Path:
     out = make_output_dir(Path(config.output_dir))
     atomic_write_json(out / "sweep_config.json", to_dict(config))
     for cell, entry in todo:
-        log.info("cell %s", cell)
-        run_cell(config, cell, entry, fingerprints[cell.start])
+        with claimed(cell_dir(config, cell)) as mine:
+            # another worker on the same grid runs it (or finished it meanwhile)
+            if not mine or (cell_dir(config, cell) / "result.json").is_file():
+                continue
+            log.info("cell %s", cell)
+            run_cell(config, cell, entry, fingerprints[cell.start])
     write_results(config, manifests)
     return out
 

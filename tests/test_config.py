@@ -58,3 +58,14 @@ def test_unknown_key_in_file_names_file(tmp_path: Path) -> None:
     path.write_text("tasks: [rte]\nlearning_rate: 1e-5\n")
     with pytest.raises(MtdnnError, match=r"run\.yaml: key 'learning_rate': unknown key"):
         load_config(path)
+
+
+def test_smart_presets_fill_keys_that_are_not_given() -> None:
+    reference = load_config(None, ["tasks=[rte]", "smart.enabled=true", "smart.preset=reference"])
+    assert (reference.smart.ascent, reference.smart.perturb) == ("reference", "embedding_output")
+    assert not reference.smart.share_dropout and reference.smart.bregman_weight == 0
+    assert reference.smart.eta == pytest.approx(1e-3) and reference.smart.guard == 1e-6
+    mine = load_config(None, ["tasks=[rte]", "smart.preset=reference", "smart.bregman_weight=1"])
+    assert mine.smart.bregman_weight == 1 and mine.smart.ascent == "reference"
+    with pytest.raises(MtdnnError, match="unknown value 'referense' \\(did you mean 'reference'"):
+        load_config(None, ["tasks=[rte]", "smart.preset=referense"])

@@ -133,3 +133,23 @@ def test_differences_table_gives_welch_p_per_pair_of_start_points() -> None:
     assert by_pair["smart − encoder"][1] == "not run"
     assert by_pair["smart − mt"][0].startswith("+0.7 (p = 0.")
     assert all(cells[2].rstrip(" |") == "n/a" for cells in by_pair.values())
+
+
+def test_a_claimed_cell_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
+        tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from mtdnn.sweep import claimed
+
+    cell = tmp_path / "cell"
+    with claimed(cell) as first:
+        with claimed(cell) as second:
+            assert first and not second  # a live worker (this process) holds it
+    assert not (cell / ".claim").exists()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (cell / ".claim").write_text(dead)
+    with claimed(cell) as taken:
+        assert taken and (cell / ".claim").read_text() == str(os.getpid())

@@ -152,3 +152,17 @@ def test_periodic_steps_on_an_epoch_end_save_and_evaluate_once(
                             "eval_every_steps=2")
     assert evals == [(2, 0), (4, 1), (6, 1), (8, 2)]
     assert [s["step"] for s in saves] == [2, 4, 6, 8]
+
+
+def test_one_rule_decides_when_to_save_and_evaluate() -> None:
+    from mtdnn.config import load_config
+    from mtdnn.trainer import checkpoint_due
+
+    config = load_config(None, ["tasks=[rte]", "eval_every_steps=4", "save_every_steps=3",
+                                "eval_every_epoch=false"])
+    plan = {step: checkpoint_due(config, step, 10, epoch_end=step == 5) for step in range(1, 11)}
+    assert [s for s, (save, _) in plan.items() if save] == [3, 4, 5, 6, 8, 9, 10]
+    assert [s for s, (_, evaluate) in plan.items() if evaluate] == [4, 8, 10]
+    every_epoch = load_config(None, ["tasks=[rte]"])
+    assert checkpoint_due(every_epoch, 5, 10, epoch_end=True) == (True, True)
+    assert checkpoint_due(every_epoch, 6, 10, epoch_end=False) == (False, False)
