@@ -61,7 +61,9 @@ class SweepConfig:
     """The grid, and the training config every cell starts from."""
 
     tasks: tuple[str, ...] = ("scitail", "snli")
-    subsets: tuple[str, ...] = ("0.1pct", "1pct", "10pct", "100pct")
+    # the same subsets for every task, or task -> its own subsets
+    subsets: tuple[str, ...] | dict[str, tuple[str, ...]] = ("0.1pct", "1pct", "10pct",
+                                                              "100pct")
     subset_seed: int = 13
     seeds: tuple[int, ...] = (13, 14, 15)
     # name -> checkpoint folder, null (the plain pre-trained encoder) or a StartPoint mapping
@@ -117,17 +119,27 @@ def subset_manifest(config: SweepConfig, task: str) -> dict[str, Any]:
     if not isinstance(files, dict):
         raise MtdnnError("the manifest has no 'files' mapping", file=path,
                          allowed="a manifest written by python -m data_prep subsets")
-    missing = [s for s in config.subsets if s not in files]
+    missing = [s for s in task_subsets(config, task) if s not in files]
     if missing:
         raise MtdnnError(f"subset '{missing[0]}' of task '{task}' was never drawn", file=path,
                          key="subsets", allowed=", ".join(files))
-    entries = {name: {**files[name], "folder": folder} for name in config.subsets}
+    entries = {name: {**files[name], "folder": folder} for name in task_subsets(config, task)}
     cap = config.max_train_rows
     for entry in entries.values():
         if cap is not None and entry["available"] and entry["size"] > cap:
             entry.update(available=False,
                          reason=f"not run: {entry['size']:,} rows > max_train_rows {cap:,}")
     return entries
+
+
+def task_subsets(config: SweepConfig, task: str) -> tuple[str, ...]:
+    """The subsets a task is swept over."""
+    if isinstance(config.subsets, dict):
+        if task not in config.subsets:
+            raise MtdnnError(f"no subsets given for task '{task}'", key="subsets",
+                             allowed=f"a list for every task: {', '.join(config.tasks)}")
+        return tuple(config.subsets[task])
+    return config.subsets
 
 
 def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -306,7 +318,7 @@ def collect(config: SweepConfig) -> list[dict[str, Any]]:
     rows = []
     for start in config.start_points:
         for task in config.tasks:
-            for subset in config.subsets:
+            for subset in task_subsets(config, task):
                 for seed in config.seeds:
                     cell = Cell(start, task, subset, seed)
                     path = cell_dir(config, cell) / "result.json"
@@ -334,18 +346,29 @@ def write_results(config: SweepConfig, manifests: dict[str, dict[str, Any]]) -> 
     plot_sweep(rows, config.tasks, list(config.start_points), out / "results.png")
 
 
+def task_block_heads(config: SweepConfig, task: str, lines: list[str]) -> tuple[str, ...]:
+    """The task's subsets; with subsets per task, each task block gets its own table head
+    (one table head for all tasks otherwise, as in Table 5)."""
+    subsets = task_subsets(config, task)
+    if isinstance(config.subsets, dict):
+        lines += ([""] if lines and lines[-1] else []) + table_head(subsets)
+    return subsets
+
+
 def results_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
                   rows: list[dict[str, Any]]) -> str:
     """Table 5's layout: one block per task, a row of training-set sizes, then one row per
     start point with dev accuracy mean ± std over seeds (percent)."""
-    lines = table_head(config.subsets)
+    per_task = isinstance(config.subsets, dict)
+    lines = [] if per_task else table_head(config.subsets)
     for task in config.tasks:
-        lines.append(f"| **{task} (dev accuracy %)** |" + " |" * len(config.subsets))
-        sizes = [f"{manifests[task][s]['size']:,}" for s in config.subsets]
+        subsets = task_block_heads(config, task, lines)
+        lines.append(f"| **{task} (dev accuracy %)** |" + " |" * len(subsets))
+        sizes = [f"{manifests[task][s]['size']:,}" for s in subsets]
         lines.append("| #Training Data | " + " | ".join(sizes) + " |")
         for start in config.start_points:
             cells = []
-            for subset in config.subsets:
+            for subset in subsets:
                 entry = manifests[task][subset]
                 if not entry["available"]:
                     cells.append(f"n/a ({entry['reason']})")
@@ -363,13 +386,16 @@ def differences_table(config: SweepConfig, manifests: dict[str, dict[str, Any]],
     pairs = [(later, earlier) for i, earlier in enumerate(starts) for later in starts[i + 1:]]
     if not pairs:
         return ""
-    lines = ["Differences (points of dev accuracy; Welch's t-test p over seeds):", "",
-             *table_head(config.subsets)]
+    per_task = isinstance(config.subsets, dict)
+    lines = ["Differences (points of dev accuracy; Welch's t-test p over seeds):", ""]
+    if not per_task:
+        lines += table_head(config.subsets)
     for task in config.tasks:
-        lines.append(f"| **{task}** |" + " |" * len(config.subsets))
+        subsets = task_block_heads(config, task, lines)
+        lines.append(f"| **{task}** |" + " |" * len(subsets))
         for later, earlier in pairs:
             cells = []
-            for subset in config.subsets:
+            for subset in subsets:
                 if not manifests[task][subset]["available"]:
                     cells.append("n/a")
                     continue
