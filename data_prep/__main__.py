@@ -24,7 +24,7 @@ from data_prep.subsets import (
     sizes_from_percents,
     subset_dir,
 )
-from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.errors import Interrupted, MtdnnError, run_cli
 from mtdnn.files import check_output, read_text
 from mtdnn.task_def import DEFAULT_TASK_DEFS_DIR, load_task_defs
 
@@ -73,6 +73,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def convert(datasets: list[str], raw_dir: Path, out_dir: Path, tasks: dict) -> None:
     """Convert the raw files of ``datasets`` and publish them all at once."""
+    try:
+        _convert(datasets, raw_dir, out_dir, tasks)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted; the output folder is as it was", file=out_dir
+                          ) from None
+
+
+def _convert(datasets: list[str], raw_dir: Path, out_dir: Path, tasks: dict) -> None:
     if not raw_dir.is_dir():
         raise MtdnnError("raw data folder not found", file=raw_dir,
                          allowed="a folder holding glue/, snli/, scitail/ downloads")

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from mtdnn.checkpoint import load_checkpoint_tasks, load_model
 from mtdnn.data import Collator, TaskSplit, get_batch, tokenize_file
-from mtdnn.errors import MtdnnError
+from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text, check_output
 from mtdnn.metrics import compute_metrics
 from mtdnn.model import MultiTaskModel
@@ -131,6 +131,17 @@ def predict_file(checkpoints: list[Path], task_name: str, input_path: Path, outp
                          allowed="a whole number >= 1 (default: the run's eval_batch_size)")
     for path in (output_path, metrics_path(output_path)):
         check_output(path, [input_path, *checkpoints], key="--output", overwrite=overwrite)
+    try:
+        return _predict_file(checkpoints, task_name, input_path, output_path, batch_size, fmt,
+                             progress, precision)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted; no predictions were written", file=output_path
+                          ) from None
+
+
+def _predict_file(checkpoints: list[Path], task_name: str, input_path: Path,
+                  output_path: Path, batch_size: int | None, fmt: str, progress: bool,
+                  precision: str) -> dict[str, Any]:
     task = checkpoint_task(checkpoints, task_name)
     device, native = inference_device()
     resolved = native if precision == "auto" else precision

@@ -315,7 +315,7 @@ class TrainingRecipe:
                 kept = (f"the last good checkpoint is {last}" if last.is_dir()
                         else "no checkpoint was written yet")
                 raise MtdnnError(f"the loss of task '{task}' is {value} at step "
-                                 f"{self.state.step + 1}; {kept}",
+                                 f"{self.state.step + 1}; {kept}", file=self.run_dir,
                                  allowed="a lower optimizer.lr, or precision=fp32")
 
     # -- logging, evaluation, checkpoints ---------------------------------------------------

@@ -575,10 +575,11 @@ CASES = [
          "interrupted before the first checkpoint; nothing to resume", code=130,
          interrupt=interrupt_at("torch.nn.utils.clip_grad_norm_"), allowed_new=("run",)),
     Case("interrupt", "Ctrl-C in prediction", "predict", lambda t, c: predict_args(t, c),
-         "interrupted; outputs are written whole or not at all", code=130,
+         "out.jsonl: interrupted; no predictions were written", code=130,
          interrupt=interrupt_at("mtdnn.inference.predict_split")),
     Case("interrupt", "Ctrl-C in data preparation", "data_prep",
-         lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW * 3), "interrupted", code=130,
+         lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW * 3),
+         "out: interrupted; the output folder is as it was", code=130,
          interrupt=interrupt_at("data_prep.canonical.canonical_record", calls=2)),
 ]
 

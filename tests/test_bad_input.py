@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
-from bad_input_cases import CASES, KINDS, Case, run_case, train_args, write_table
+from bad_input_cases import (
+    CASES,
+    KINDS,
+    Case,
+    last_error_line,
+    run_case,
+    train_args,
+    write_table,
+)
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +37,8 @@ def test_bad_input(case: Case, context: dict, tmp_path: Path) -> None:
     assert code == case.code, stderr[-2000:]
     assert case.expect in stderr
     assert "Traceback" not in stderr
+    # the one-line error names the file (a path) or the key
+    assert re.search(r"key '[^']+'|/", last_error_line(stderr)), stderr
     # earlier files byte-identical; nothing half-written (no predictions, exports,
     # canonical files, results, and no run folder from a start that failed its checks)
     assert not broken
