@@ -95,7 +95,7 @@ def dropout_bregman(config: TrainConfig, task_name: str, batches: int,
     found = {}
     for mode in ("shared", "off"):
         smart = dataclasses.replace(config.smart, enabled=True, adv_weight=0.0,
-                                    teacher_dropout=mode)
+                                    bregman_weight=1.0, teacher_dropout=mode)
         teacher = MeanTeacher(model, 1, dropout=mode == "shared")
         values, ratios = [], []
         for number in range(batches):
