@@ -8,7 +8,6 @@ classification, a float for regression).
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from typing import Any
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text, is_disk_full, read_json, sha256_of, write_error
 from mtdnn.task_def import TaskDef
+from mtdnn.task_types import LabelError
 
 MANIFEST = "manifest.json"
 
@@ -57,34 +57,17 @@ def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:
         record[name] = text
     if row.label is None:
         return record
-    label = row.label.strip()
-    if task.task_type.has_labels:
-        if label not in task.labels:
-            raise MtdnnError(f"task '{task.name}': label {label!r} is not in the task's labels",
-                             file=path, line=row.line, allowed=", ".join(task.labels))
-        record["label"] = label
-    else:
-        try:
-            score = float(label)
-        except ValueError:
-            score = math.nan
-        if not math.isfinite(score):
-            raise MtdnnError(f"task '{task.name}': regression score {label!r} is not a number",
-                             file=path, line=row.line, allowed="a finite number")
-        record["label"] = score
+    try:
+        record["label"] = task.task_type.labels.canonical(row.label, task.labels)
+    except LabelError as error:
+        raise MtdnnError(f"task '{task.name}': {error.problem}", file=path, line=row.line,
+                         allowed=error.allowed) from None
     return record
 
 
 def label_distribution(labels: Iterable[Any], task: TaskDef) -> dict[str, Any]:
     """Counts per label for classification; count/mean/min/max for regression scores."""
-    labels = list(labels)
-    if task.task_type.has_labels:
-        counts = Counter(labels)
-        return {label: counts[label] for label in task.labels if counts[label]}
-    if not labels:
-        return {}
-    return {"count": len(labels), "mean": round(sum(labels) / len(labels), 6),
-            "min": min(labels), "max": max(labels)}
+    return task.task_type.labels.summary(labels, task.labels)
 
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> int:

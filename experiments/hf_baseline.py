@@ -33,6 +33,7 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
              max_steps: int = -1, layers: int | None = None, bf16: bool = False) -> dict:
     """Train with ``Trainer`` and return dev metrics, wall time and examples/s."""
     import datasets
+    import torch
     from transformers import (
         AutoModelForSequenceClassification,
         AutoTokenizer,
@@ -69,7 +70,7 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
     trainer.train()
     seconds = time.perf_counter() - start
     logits = trainer.predict(dev).predictions
-    decided = logits.argmax(-1) if task.task_type.has_labels else logits.squeeze(-1)
+    decided = task.task_type.decide(task.task_type.predict(torch.from_numpy(logits))).numpy()
     metrics = compute_metrics(task.metrics, decided, np.asarray(dev["labels"]))
     steps = trainer.state.global_step
     return {"task": task_name, "seed": seed, "metrics": metrics, "train_seconds": seconds,

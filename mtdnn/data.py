@@ -28,6 +28,7 @@ import torch
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, read_jsonl, sha256_of
 from mtdnn.task_def import TaskDef
+from mtdnn.task_types import LabelError
 
 log = logging.getLogger(__name__)
 CACHE_FORMAT = 3  # bump when the cached columns change
@@ -52,15 +53,11 @@ class TaskSplit:
 
 
 def _label_value(task: TaskDef, value: Any, path: Path, line: int) -> int | float:
-    if task.task_type.has_labels:
-        if not isinstance(value, str) or value not in task.labels:
-            raise MtdnnError(f"task '{task.name}': label {value!r} is not one of the task's "
-                             "labels", file=path, line=line, allowed=", ".join(task.labels))
-        return task.labels.index(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        raise MtdnnError(f"task '{task.name}': label {value!r} is not a finite number",
-                         file=path, line=line, allowed="a number")
-    return float(value)
+    try:
+        return task.task_type.labels.parse(value, task.labels)
+    except LabelError as error:
+        raise MtdnnError(f"task '{task.name}': {error.problem}", file=path, line=line,
+                         allowed=error.allowed) from None
 
 
 def _read_columns_fast(path: Path, task: TaskDef, require_labels: bool
@@ -91,21 +88,10 @@ def _arrow_columns(table: pa.Table, task: TaskDef, require_labels: bool
         return None if require_labels else columns
     if label.null_count:
         return None
-    if task.task_type.has_labels:
-        if not pa.types.is_string(label.type):
-            return None
-        index = pc.index_in(label, value_set=pa.array(task.labels))
-        if index.null_count:
-            return None
-        columns["labels"] = index.to_pylist()
-    else:
-        if not (pa.types.is_integer(label.type) or pa.types.is_floating(label.type)):
-            return None
-        scores = pc.cast(label, pa.float64())
-        if not pc.all(pc.is_finite(scores)).as_py():
-            return None
-        columns["labels"] = scores.to_pylist()
-    return columns
+    values = task.task_type.labels.arrow(label, task.labels)
+    if values is None:
+        return None
+    return {**columns, "labels": values}
 
 
 def read_examples(path: Path, task: TaskDef, require_labels: bool) -> dict[str, list]:

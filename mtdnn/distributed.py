@@ -4,10 +4,11 @@ Every rank builds the same sampler from the same seed, so at every step all rank
 same task and the same global batch; each rank takes its contiguous share of the batch's
 rows. Each rank's losses are weighted by its share of the batch and the gradients are
 summed across ranks, so the update equals that of one process on the whole global batch
-(``batch_size`` is the global batch). Heads of the tasks not in the step get no gradient
-on any rank, which is why the gradients are reduced by hand instead of through
-``DistributedDataParallel`` (which would need ``find_unused_parameters``). Only rank 0
-evaluates, logs and writes checkpoints.
+(``batch_size`` is the global batch). The sum is ``DistributedDataParallel``'s all-reduce,
+overlapped with the backward pass (with ``find_unused_parameters``: heads of the tasks not
+in a step get no gradient), except in runs whose step does not fit DDP (SMART's R_s,
+PCGrad; see ``mtdnn.trainer``), which sum by hand after backward. Only rank 0 evaluates,
+logs and writes checkpoints.
 """
 
 from __future__ import annotations
@@ -69,6 +70,14 @@ class Distributed:
         for g in grads:
             g.copy_(flat[offset:offset + g.numel()].view_as(g))
             offset += g.numel()
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """``model`` in ``DistributedDataParallel`` (gradients averaged across ranks)."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        devices = [self.local_rank] if next(model.parameters()).is_cuda else None
+        return DistributedDataParallel(model, device_ids=devices,
+                                       find_unused_parameters=True)
 
     def broadcast_parameters(self, model: torch.nn.Module) -> None:
         """Start every rank from rank 0's weights."""

@@ -34,13 +34,8 @@ def sequence_classifier(model: MultiTaskModel, task_name: str, encoder_dir: Path
     task = model.tasks[task_name]
     config = AutoConfig.from_pretrained(encoder_dir)
     config.num_labels = task.num_outputs
-    if task.task_type.has_labels:
-        config.id2label = dict(enumerate(task.labels))
-        config.label2id = {label: i for i, label in enumerate(task.labels)}
-        config.problem_type = "single_label_classification"
-    else:
-        config.id2label, config.label2id = {0: "score"}, {"score": 0}
-        config.problem_type = "regression"
+    for key, value in task.task_type.labels.hf_config(task.labels).items():
+        setattr(config, key, value)
     with quiet_transformers():
         classifier = AutoModelForSequenceClassification.from_config(config)
     head = getattr(classifier, "classifier", None)

@@ -72,12 +72,7 @@ def prediction_records(task: TaskDef, uids: list[str], predicted: np.ndarray
                        ) -> list[dict[str, Any]]:
     """One output object per example: uid, predicted label (or score), probabilities."""
     decided = task.task_type.decide(predicted)
-    if not task.task_type.has_labels:
-        return [{"uid": uid, "prediction": float(score)} for uid, score in zip(uids, decided,
-                                                                                strict=True)]
-    return [{"uid": uid, "prediction": task.labels[int(label)],
-             "probabilities": {name: round(float(p), 6) for name, p in zip(task.labels, probs,
-                                                                           strict=True)}}
+    return [{"uid": uid, **task.task_type.labels.record(label, probs, task.labels)}
             for uid, label, probs in zip(uids, decided, predicted, strict=True)]
 
 

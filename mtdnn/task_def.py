@@ -70,7 +70,7 @@ class TaskDef:
     @property
     def num_outputs(self) -> int:
         """Width of the head: one logit per label, or one score for regression."""
-        return len(self.labels) if self.task_type.has_labels else 1
+        return self.task_type.labels.width(self.labels)
 
 
 def _validate(task: TaskDef, source: Path) -> None:
@@ -94,21 +94,12 @@ def _validate(task: TaskDef, source: Path) -> None:
         if metric not in kind.metrics:
             fail("metrics", f"metric '{metric}' does not fit a {task.type} task",
                  ", ".join(kind.metrics))
-    if kind.has_labels:
-        if len(task.labels) < 2:
-            fail("labels", f"a {task.type} task needs at least two labels, found "
-                 f"{list(task.labels)}", "an ordered list of two or more distinct strings")
-        if any(not label.strip() for label in task.labels):
-            fail("labels", "labels must be non-empty strings")
-        duplicates = sorted({x for x in task.labels if task.labels.count(x) > 1})
-        if duplicates:
-            fail("labels", f"duplicate label '{duplicates[0]}'", "distinct labels")
-        if "f1" in task.metrics and len(task.labels) != 2:
-            fail("metrics", "f1 needs exactly two labels (the second is the positive class)",
-                 "accuracy, mcc for more than two labels")
-    elif task.labels:
-        fail("labels", f"a {task.type} task has no labels, found {list(task.labels)}",
-             "remove the key")
+    problem = kind.labels.check(task.labels)
+    if problem:
+        fail("labels", *problem)
+    if "f1" in task.metrics and len(task.labels) != 2:  # (f1 fits classification only)
+        fail("metrics", "f1 needs exactly two labels (the second is the positive class)",
+             "accuracy, mcc for more than two labels")
     if task.smart.divergence is not None and task.smart.divergence not in kind.divergences:
         fail("smart.divergence", f"divergence '{task.smart.divergence}' does not fit a "
              f"{task.type} task", ", ".join(kind.divergences))

@@ -9,6 +9,7 @@ evaluate and save when :func:`checkpoint_due` says so.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -157,6 +158,14 @@ class TrainingRecipe:
         self.distributed.broadcast_parameters(self.model)
         torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
         self.adv_weights = smart_adv_weights(config, self.tasks)
+        # Several processes: PyTorch's DistributedDataParallel overlaps the gradient
+        # all-reduce with the backward pass. It fits a step of one forward and one backward;
+        # SMART's R_s (three forwards per backward, through model methods other than
+        # forward) and PCGrad (a backward and a reduction per task) do not fit it, so their
+        # runs sum the gradients across ranks by hand (mtdnn.distributed) after backward.
+        hand_summed = any(self.adv_weights.values()) or config.pcgrad
+        self.ddp = (self.distributed.wrap(self.model) if self.distributed.enabled
+                    and not hand_summed else None)
 
     def _setup_data(self) -> None:
         config = self.config
@@ -269,10 +278,20 @@ class TrainingRecipe:
         batch = {k: v[rows].to(self.device)
                  for k, v in get_batch(data.train, ref.indices, data.collator).items()}
         labels = batch.pop("labels")
-        with autocast_context(self.device, self.amp_dtype):
-            result = batch_loss(self.model, self.tasks[ref.task], batch, labels,
-                                self.config.smart, self.adv_weights[ref.task], self.teacher)
-        self.scaler.scale(result.loss * share / self.accum).backward()
+        # Each rank's loss is weighted by its share of the batch, so that the gradients
+        # summed over ranks are the whole batch's; DDP averages, hence × world size.
+        weight = share / self.accum
+        sync = contextlib.nullcontext()
+        if self.ddp is not None:
+            weight *= self.distributed.world_size
+            if (self.state.micro + 1) % self.accum:  # accumulate locally, reduce at the last
+                sync = self.ddp.no_sync()
+        with sync:
+            with autocast_context(self.device, self.amp_dtype):
+                result = batch_loss(self.ddp or self.model, self.tasks[ref.task], batch,
+                                    labels, self.config.smart, self.adv_weights[ref.task],
+                                    self.teacher)
+            self.scaler.scale(result.loss * weight).backward()
         # Weighted by this rank's share: summed over ranks it is the global batch's loss.
         task_loss = result.task_loss.float() * share
         self.state.running[f"{ref.task}/loss"].append(task_loss)
@@ -286,8 +305,8 @@ class TrainingRecipe:
         """Reduce across ranks, clip, step, schedule, update the teacher. ``False`` when
         the gradient was not finite and the update was dropped."""
         config, state = self.config, self.state
-        if not (config.pcgrad and len(losses) > 1):  # PCGrad reduced per task already
-            self.distributed.sum_gradients(self.model)
+        if self.ddp is None and not (config.pcgrad and len(losses) > 1):
+            self.distributed.sum_gradients(self.model)  # (PCGrad reduced per task already)
         self.scaler.unscale_(self.optimizer)
         self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                         config.optimizer.max_grad_norm)

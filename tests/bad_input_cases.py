@@ -191,7 +191,7 @@ CASES = [
          "train.tsv:3: found 3 tab-separated fields, expected 4"),
     Case("data file", "label outside the task's labels", "data_prep",
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW + "1\tA.\tB.\tmaybe\n"),
-         "train.tsv:3: task 'rte': label 'maybe' is not in the task's labels"),
+         "train.tsv:3: task 'rte': label 'maybe' is not one of the task's labels"),
     Case("data file", "empty text", "data_prep",
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW + "1\t \tB.\tentailment\n"),
          "train.tsv:3: task 'rte': empty text in field 'sentence1'"),

@@ -99,7 +99,7 @@ BAD_ROWS = {
     "wrong column count": ("glue/RTE/train.tsv", RTE_GOOD + "1\tonly two\tentailment\n", 3,
                            "found 3 tab-separated fields, expected 4"),
     "label not in list": ("glue/RTE/train.tsv", RTE_GOOD + "1\tA.\tB.\tmaybe\n", 3,
-                          "label 'maybe' is not in the task's labels (allowed: entailment, "
+                          "label 'maybe' is not one of the task's labels (allowed: entailment, "
                           "not_entailment)"),
     "empty text": ("glue/RTE/dev.tsv", RTE_GOOD + "1\t  \tB.\tentailment\n", 3,
                    "empty text in field 'sentence1'"),
@@ -108,7 +108,7 @@ BAD_ROWS = {
                           3, "regression score 'high' is not a number"),
     "scitail bad label": ("scitail/tsv_format/scitail_1.0_train.tsv",
                           "P.\tH.\tentails\nP.\tH.\tneutral\nP.\tH.\tcontradiction\n", 3,
-                          "label 'contradiction' is not in the task's labels"),
+                          "label 'contradiction' is not one of the task's labels"),
     "snli missing field": ("snli/snli_1.0_dev.jsonl",
                            '{"gold_label": "neutral", "sentence1": "A.", "sentence2": "B."}\n'
                            '{"gold_label": "neutral", "sentence1": "A."}\n', 2,
