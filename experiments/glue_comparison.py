@@ -112,7 +112,8 @@ def stage1_checkpoint(args: argparse.Namespace, sst2_train: Path) -> tuple[Path,
     if kept is None:
         summary = json.loads((stage1 / "summary.json").read_text())
         kept = {"metrics": summary["last"]["metrics"], "steps": summary["steps"],
-                "weights_fingerprint": fingerprint, "command": shlex.join(command)}
+                "weights_fingerprint": fingerprint,
+                "command": shlex.join(["python", *command[1:]])}
     atomic_write_json(record, kept)  # rewritten if a rebuild's overwrite removed it
     if fingerprint != kept["weights_fingerprint"]:
         raise MtdnnError(f"the rebuilt stage 1 has weights {fingerprint[:12]}, but the finished "
@@ -132,7 +133,9 @@ def record_result(folder: Path, task: str, seed: int, command: list[str],
         result = {"task": task, "seed": seed, "metrics": summary["last"]["metrics"][task],
                   "steps": summary["steps"], "train_seconds": summary["train_seconds"],
                   "train_examples_per_s": summary["train_examples_per_s"]}
-    result.update(command=shlex.join(command), start_fingerprint=start_fingerprint)
+    # The interpreter as "python": records are read on other machines.
+    result.update(command=shlex.join(["python", *command[1:]]),
+                  start_fingerprint=start_fingerprint)
     atomic_write_json(folder / "result.json", result)
 
 

@@ -70,3 +70,18 @@ def test_a_stage_one_with_other_weights_than_the_finished_runs_is_an_error(
     assert "Traceback" not in run.stderr
     assert not (out / "mt-dnn").exists()  # nothing fine-tuned from the wrong weights
     assert json.loads((stage / "result.json").read_text()) == record
+
+
+def test_migration_makes_recorded_commands_machine_independent(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "experiments"))
+    from migrate_records import migrate
+
+    record = tmp_path / "arm" / "rte" / "seed13" / "result.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"metrics": {"accuracy": 0.5}, "command":
+                                  "/work/x/.venv/bin/python train.py 'tasks=[rte]' seed=13"}))
+    assert migrate(tmp_path) == [record]
+    migrated = json.loads(record.read_text())
+    assert migrated == {"metrics": {"accuracy": 0.5},
+                        "command": "python train.py 'tasks=[rte]' seed=13"}
+    assert migrate(tmp_path) == []  # idempotent
