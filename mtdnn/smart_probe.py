@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -136,7 +137,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", help="a run config YAML to start from")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
-    args = parser.parse_args(argv)
+    # key=value overrides may follow --epsilon's list, which would otherwise swallow them
+    argv = list(sys.argv[1:] if argv is None else argv)
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    args = parser.parse_args(overrides + [a for a in argv if a not in overrides])
     if args.batches <= 0 or any(not e > 0 for e in args.epsilon):
         raise MtdnnError("--batches and every --epsilon must be positive",
                          key="--batches" if args.batches <= 0 else "--epsilon",

@@ -18,7 +18,8 @@ def test_probe_prints_r_s_growing_with_epsilon(prepared_data: Path, tiny_encoder
     rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 16)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        run_cli(main, ["--task", "rte", "--epsilon", "1e-3", "1e-1", "--batches", "2",
+        # overrides right after --epsilon's list, as the README writes them
+        run_cli(main, ["--task", "rte", "--batches", "2", "--epsilon", "1e-3", "1e-1",
                        f"tasks.rte.train={rows}", f"encoder={tiny_encoder_dir}",
                        f"cache_dir={tmp_path / 'cache'}", "batch_size=8", "precision=fp32"])
     lines = [line for line in printed.getvalue().splitlines() if line.startswith("| 0.")]
