@@ -27,7 +27,7 @@ from mtdnn.config import TrainConfig, config_to_yaml
 from mtdnn.data import Collator, TaskSplit, load_split
 from mtdnn.distributed import ONE_PROCESS, Distributed
 from mtdnn.errors import MtdnnError, did_you_mean
-from mtdnn.files import atomic_write_text, check_output_parent, read_text, write_error
+from mtdnn.files import atomic_write_text, check_output_folder, read_text, write_error
 from mtdnn.model import MultiTaskModel, load_encoder
 from mtdnn.precision import resolve_precision
 from mtdnn.schema import to_dict
@@ -146,10 +146,7 @@ def check_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
     ``overwrite`` never deletes the checkpoint the run starts from.
     """
     run_dir = Path(config.output_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise MtdnnError("the output folder is a file", file=run_dir, key="output_dir",
-                         allowed="a folder path (new or holding a run)")
-    check_output_parent(run_dir)
+    check_output_folder(run_dir, "output_dir", allowed="a folder path (new or holding a run)")
     if resume_from is not None:
         check_same_config(read_text(resume_from / "config.yaml"), to_dict(config),
                           resume_from)

@@ -136,10 +136,10 @@ def check_output(path: Path, inputs: list[Path], *, key: str, overwrite: bool,
                 folder and source.is_relative_to(target)):
             raise MtdnnError(f"the output would overwrite an input ({source})", file=path,
                              key=key, allowed="an output path apart from every input")
-    check_output_parent(path)
-    if folder and path.exists() and not path.is_dir():
-        raise MtdnnError("the output folder is a file", file=path, key=key,
-                         allowed="a new folder")
+    if folder:
+        check_output_folder(path, key, allowed="a new folder")
+    else:
+        check_output_parent(path)
     if not folder and path.is_dir():
         raise MtdnnError("the output is a folder; a file is written here", file=path, key=key,
                          allowed="a file name, e.g. <folder>/predictions.jsonl")
@@ -150,11 +150,16 @@ def check_output(path: Path, inputs: list[Path], *, key: str, overwrite: bool,
                          allowed="a new path, or --overwrite to replace it")
 
 
+def check_output_folder(path: Path, key: str, allowed: str = "a folder path") -> None:
+    """Fail early if the output folder ``path`` is a file or a file lies on its way."""
+    if path.exists() and not path.is_dir():
+        raise MtdnnError("the output folder is a file", file=path, key=key, allowed=allowed)
+    check_output_parent(path)
+
+
 def make_output_dir(path: Path, key: str = "output_dir") -> Path:
     """Create an output folder; a file in the way is a user error naming ``key``."""
-    if path.exists() and not path.is_dir():
-        raise MtdnnError("the output folder is a file", file=path, key=key,
-                         allowed="a folder path")
+    check_output_folder(path, key)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:

@@ -19,22 +19,33 @@ import argparse
 import dataclasses
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from mtdnn.components import TaskData
 from mtdnn.config import TrainConfig, load_config
 from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.model import MultiTaskModel
+from mtdnn.task_def import TaskDef
 
 
-def probe(config: TrainConfig, task_name: str, epsilons: list[float], batches: int,
-          checkpoint: Path | None = None) -> list[dict]:
-    """One row per ε: R_s, R_s ÷ task loss and ‖δ‖∞ in eval and in training mode."""
+@dataclass
+class Probed:
+    """The model and the task data the probe measures, loaded once for all its measures."""
+
+    config: TrainConfig
+    task: TaskDef
+    model: MultiTaskModel
+    data: TaskData
+    device: torch.device
+
+
+def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = None) -> Probed:
+    """``checkpoint``'s model (or the encoder with a fresh head) and the task's train data."""
     from mtdnn.components import build_model, choose_device, load_task_data, select_tasks
-    from mtdnn.data import get_batch
-    from mtdnn.objective import batch_loss
-    from mtdnn.precision import AMP_DTYPES, autocast_context
 
     if checkpoint is not None:
         config = dataclasses.replace(config, init_checkpoint=str(checkpoint))
@@ -42,7 +53,17 @@ def probe(config: TrainConfig, task_name: str, epsilons: list[float], batches: i
     model, tokenizer = build_model(config, tasks, None)
     data = load_task_data(config, tasks, tokenizer)[task_name]
     device, _ = choose_device(config)
-    model.to(device)
+    return Probed(config, tasks[task_name], model.to(device), data, device)
+
+
+def probe(probed: Probed, epsilons: list[float], batches: int) -> list[dict]:
+    """One row per ε: R_s, R_s ÷ task loss and ‖δ‖∞ in eval and in training mode."""
+    from mtdnn.components import choose_device
+    from mtdnn.data import get_batch
+    from mtdnn.objective import batch_loss
+    from mtdnn.precision import AMP_DTYPES, autocast_context
+
+    config, model, data, device = probed.config, probed.model, probed.data, probed.device
     rng = np.random.default_rng(config.seed)
     size = min(config.batch_size, len(data.train))
     chosen = [rng.choice(len(data.train), size, replace=False) for _ in range(batches)]
@@ -62,7 +83,7 @@ def probe(config: TrainConfig, task_name: str, epsilons: list[float], batches: i
                 labels = batch.pop("labels")
                 torch.manual_seed(config.seed + number)  # same noise and masks for every ε
                 with autocast_context(device, AMP_DTYPES[precision]):
-                    step = batch_loss(model, tasks[task_name], batch, labels, smart, 1.0)
+                    step = batch_loss(model, probed.task, batch, labels, smart, 1.0)
                 if step.adv_skipped:
                     continue
                 adv.append(step.terms["adv_loss"].item())
@@ -75,21 +96,15 @@ def probe(config: TrainConfig, task_name: str, epsilons: list[float], batches: i
     return rows
 
 
-def dropout_bregman(config: TrainConfig, task_name: str, batches: int,
-                    checkpoint: Path | None = None) -> dict[str, float]:
+def dropout_bregman(probed: Probed, batches: int) -> dict[str, float]:
     """D_Breg(θ, θ) in training mode: 0 with the student's dropout masks (``shared``); with a
     teacher run without dropout (``off``) it is the dropout noise alone, the floor under
     every D_Breg such a run logs."""
-    from mtdnn.components import build_model, load_task_data, select_tasks
     from mtdnn.data import get_batch
     from mtdnn.objective import batch_loss
     from mtdnn.smart import MeanTeacher
 
-    if checkpoint is not None:
-        config = dataclasses.replace(config, init_checkpoint=str(checkpoint))
-    tasks = select_tasks(config)
-    model, tokenizer = build_model(config, tasks, None)
-    data = load_task_data(config, tasks, tokenizer)[task_name]
+    config, model, data = probed.config, probed.model, probed.data
     model.train()
     rng = np.random.default_rng(config.seed)
     size = min(config.batch_size, len(data.train))
@@ -100,12 +115,13 @@ def dropout_bregman(config: TrainConfig, task_name: str, batches: int,
         teacher = MeanTeacher(model, 1, dropout=mode == "shared")
         values, ratios = [], []
         for number in range(batches):
-            batch = get_batch(data.train, rng.choice(len(data.train), size, replace=False),
-                              data.collator)
+            batch = {k: v.to(probed.device) for k, v in get_batch(
+                data.train, rng.choice(len(data.train), size, replace=False),
+                data.collator).items()}
             labels = batch.pop("labels")
             torch.manual_seed(config.seed + number)
             with torch.no_grad():
-                step = batch_loss(model, tasks[task_name], batch, labels, smart, 0.0, teacher)
+                step = batch_loss(model, probed.task, batch, labels, smart, 0.0, teacher)
             values.append(step.terms["bregman_loss"].item())
             ratios.append(step.terms["bregman_ratio"].item())
         found[mode] = float(np.mean(values))
@@ -148,12 +164,13 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING)
     config = load_config(args.config, [f"tasks=[{args.task}]", "batch_size=16",
                                        *args.overrides])
-    rows = probe(config, args.task, args.epsilon, args.batches, args.checkpoint)
+    probed = load_probed(config, args.task, args.checkpoint)
+    rows = probe(probed, args.epsilon, args.batches)
     print(f"SMART probe: task {args.task}, {args.batches} batches of "
           f"{config.batch_size}, ascent {config.smart.ascent}, perturb "
           f"{config.smart.perturb}, share_dropout {config.smart.share_dropout}")
     print(table(rows))
-    floor = dropout_bregman(config, args.task, args.batches, args.checkpoint)
+    floor = dropout_bregman(probed, args.batches)
     print(f"D_Breg(θ, θ) in training mode (teacher = student): {floor['shared']:.3g} with "
           f"teacher_dropout=shared; {floor['off']:.3g} (÷ task loss {floor['off_ratio']:.3g}) "
           "with teacher_dropout=off, all of it dropout noise")
