@@ -260,8 +260,11 @@ def continue_keys(run_dir: Path) -> dict[str, Any]:
 
 
 def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
-                      may_differ: tuple[str, ...] = ("resume", "progress_bar")) -> None:
-    """Resuming with other settings would not continue the same run: name what differs."""
+                      may_differ: tuple[str, ...] = ("resume", "overwrite", "progress_bar")
+                      ) -> None:
+    """Resuming with other settings would not continue the same run: name what differs.
+    ``overwrite`` says how a run started (a sweep replaces a folder holding only its claim),
+    not how it trains, so a resume need not repeat it."""
     import yaml
 
     saved = yaml.safe_load(saved_yaml)
@@ -274,7 +277,7 @@ def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
         raise MtdnnError(f"the run to resume has {key}={saved.get(key)!r}, this one "
                          f"{current.get(key)!r}", file=path / "config.yaml", key=key,
                          allowed="the same config as the run being resumed "
-                                 "(only resume and progress_bar may change)")
+                                 "(only resume, overwrite and progress_bar may change)")
 
 
 def truncate_metrics(path: Path, step: int) -> None:

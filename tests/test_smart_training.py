@@ -88,7 +88,11 @@ def test_smart_run_on_scitail_logs_both_terms_and_resumes_exactly(
     assert (whole / "best" / "teacher.safetensors").is_file()
 
     # Kill a second run after its first checkpoint, resume it, compare with the whole run.
-    process = run_cli(*common, f"output_dir={killed}")
+    # It starts as a sweep starts a cell (overwrite=true over a folder holding only its
+    # claim) and resumes without overwrite: how a run started is not part of its config.
+    killed.mkdir()
+    (killed / ".claim").write_text("1")
+    process = run_cli(*common, f"output_dir={killed}", "overwrite=true")
     info = killed / "last" / "checkpoint.json"
     while not info.exists() and process.poll() is None:
         time.sleep(0.2)
