@@ -33,9 +33,9 @@ data: venv
 # The whole recipe at a small scale: data, a multi-task SMART stage, SMART fine-tuning on
 # SciTail 1%, prediction on SciTail dev.
 demo: data
-	$(PY) train.py --config experiments/demo_stage1.yaml data_dir=$(DATA) overwrite=true \
+	$(PY) train.py --config configs/demo_stage1.yaml data_dir=$(DATA) overwrite=true \
 		tasks.sst2.train=$(DATA)/sst2/subsets/seed13/n2000.jsonl
-	$(PY) train.py --config experiments/demo_scitail.yaml data_dir=$(DATA) overwrite=true \
+	$(PY) train.py --config configs/demo_scitail.yaml data_dir=$(DATA) overwrite=true \
 		tasks.scitail.train=$(DATA)/scitail/subsets/seed13/1pct.jsonl
 	$(PY) predict.py --checkpoint runs/demo/scitail/best --task scitail \
 		--input $(DATA)/scitail/dev.jsonl --output runs/demo/scitail_dev_predictions.jsonl --overwrite

@@ -1,4 +1,4 @@
-"""Train: ``python train.py --config experiments/<name>.yaml [key=value ...]``.
+"""Train: ``python train.py --config configs/<name>.yaml [key=value ...]``.
 
 The multi-task stage and the per-task fine-tuning stage are the same command; the second
 sets ``init_checkpoint=<run>/best``. See README.md for the config keys.
@@ -18,7 +18,7 @@ from mtdnn.trainer import train
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="run config YAML (experiments/*.yaml)")
+    parser.add_argument("--config", help="run config YAML (configs/*.yaml)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override config keys, e.g. optimizer.lr=3e-5 tasks=[rte,mrpc]")
     args = parser.parse_args(argv)

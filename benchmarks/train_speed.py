@@ -65,7 +65,7 @@ def ours(tasks: list[str], variant: str, args: argparse.Namespace) -> dict:
 def trainer(task: str, variant: str, args: argparse.Namespace) -> dict:
     import torch
 
-    from experiments.hf_baseline import finetune
+    from mtdnn.hf_trainer import finetune
 
     torch.set_num_threads(THREADS)
     result = finetune(task, args.data_dir / task / "train.jsonl",

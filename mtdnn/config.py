@@ -1,6 +1,6 @@
-"""Typed run configuration: ``experiments/*.yaml`` plus ``key=value`` overrides.
+"""Typed run configuration: ``configs/*.yaml`` plus ``key=value`` overrides.
 
-``load_config("experiments/mt_dnn.yaml", ["optimizer.lr=3e-5", "tasks=[rte,mrpc]"])``
+``load_config("configs/mtdnn_glue.yaml", ["optimizer.lr=3e-5", "tasks=[rte,mrpc]"])``
 parses the YAML, applies each override (the value is parsed as YAML), and builds a frozen
 :class:`TrainConfig`. Unknown keys and wrong types are errors that name the key. The
 resolved config is written into the run folder at start (see :mod:`mtdnn.trainer`).

@@ -35,7 +35,7 @@ GOOD_EXAMPLE = '{"uid": "a", "sentence1": "P.", "sentence2": "H.", "label": "ent
 class Case:
     kind: str  # one of KINDS
     what: str
-    command: str  # data_prep | train | predict | sweep | compare | export
+    command: str  # data_prep | train | predict | experiment | export
     setup: Callable[[Path, dict], list[str]]  # (tmp folder, context) -> argv
     expect: str
     code: int = 2  # 130 for Ctrl-C
@@ -136,18 +136,19 @@ def task_def_args(tmp: Path, ctx: dict, text: str | bytes) -> list[str]:
     return train_args(tmp, ctx, f"task_defs=[{path}]")
 
 
-def sweep_args(tmp: Path, ctx: dict, start_points: dict) -> list[str]:
-    """A sweep over one real SciTail subset (nothing trains: the error comes first)."""
+def sweep_args(tmp: Path, ctx: dict, arms: dict, **extra: object) -> list[str]:
+    """An experiment over one SciTail subset (nothing trains: the error comes first)."""
     import json
 
     subsets = write(tmp / "data/scitail/subsets/seed13/manifest.json", json.dumps(
         {"files": {"n8": {"file": "n8.jsonl", "size": 8, "available": True}}}))
     config = {"tasks": ["scitail"], "subsets": ["n8"], "data_dir": str(subsets.parents[3]),
-              "output_dir": str(tmp / "sweep"), "start_points": start_points}
+              "output_dir": str(tmp / "sweep"), "arms": arms, **extra}
     return ["--config", str(write(tmp / "sweep.yaml", json.dumps(config)))]
 
 
 def compare_args(tmp: Path, ctx: dict, arms: dict) -> list[str]:
+    """An experiment of multi-task runs (no tasks: each run trains train.tasks)."""
     import json
 
     config = {"output_dir": str(tmp / "cmp"), "train": {"tasks": ["rte"]}, "arms": arms}
@@ -179,7 +180,7 @@ def subsets_args(tmp: Path, *extra: str, text: str | bytes = GOOD_EXAMPLE * 4) -
 
 
 def sweep_cell_result(tmp: Path, ctx: dict, text: str) -> list[str]:
-    """A sweep whose one finished cell's result.json holds ``text``."""
+    """An experiment whose one finished run's result.json holds ``text``."""
     argv = sweep_args(tmp, ctx, {"plain": None})
     write(tmp / "sweep/plain/scitail/n8/seed13/result.json", text)
     return argv
@@ -272,18 +273,34 @@ CASES = [
     Case("CLI argument", "predict input with a label the checkpoint does not know", "predict",
          lambda t, c: predict_args(t, c, text=GOOD_EXAMPLE.replace("entailment", "maybe")),
          "input.jsonl:1: task 'rte': label 'maybe' is not one of the task's labels"),
-    Case("run config", "sweep start point with an unknown training key", "sweep",
+    Case("run config", "experiment arm with an unknown training key", "experiment",
          lambda t, c: sweep_args(t, c, {"smart": {"train": {"smart": {"enabeld": True}}}}),
-         "sweep.yaml (train + start_points.smart.train): key 'smart.enabeld': unknown key"),
-    Case("run config", "sweep start point that does not exist", "sweep",
+         "sweep.yaml (train + arms.smart.train): key 'smart.enabeld': unknown key"),
+    Case("run config", "experiment arm whose checkpoint does not exist", "experiment",
          lambda t, c: sweep_args(t, c, {"mt": str(t / "nope")}),
-         "key 'start_points.mt': start point 'mt' not found"),
-    Case("run config", "comparison file that is a list, not a mapping", "compare",
+         "key 'arms.mt.init': arm 'mt' starts from a checkpoint that is not there"),
+    Case("run config", "experiment arm from a stage that is not declared", "experiment",
+         lambda t, c: sweep_args(t, c, {"mt": "stage:mt-dnn"}),
+         "key 'arms.mt.init': arm 'mt' starts from unknown stage 'mt-dnn'"),
+    Case("run config", "Trainer-backend arm with a key it would ignore", "experiment",
+         lambda t, c: sweep_args(t, c, {"hf": {"backend": "hf_trainer",
+                                               "train": {"smart": {"enabled": True}}}}),
+         "key 'arms.hf.train': the hf_trainer backend does not read 'smart.enabled'"),
+    Case("run config", "experiment baseline that is not an arm", "experiment",
+         lambda t, c: sweep_args(t, c, {"plain": None}, baseline="plian"),
+         "key 'baseline': baseline 'plian' is not an arm (allowed: plain)"),
+    Case("run config", "finished-run record in an older runner's format", "experiment",
+         lambda t, c: sweep_cell_result(t, c, '{"start_point": "plain", "metrics": '
+                                              '{"accuracy": 0.5}}'),
+         "result.json: a result record in an older format"),
+    Case("run config", "comparison file that is a list, not a mapping", "experiment",
          lambda t, c: ["--config", str(write(t / "compare.yaml", "- plain\n- smart\n"))],
          "compare.yaml: expected a mapping of config keys, found list"),
-    Case("run config", "comparison arm with a value not allowed", "compare",
-         lambda t, c: compare_args(t, c, {"plain": {}, "odd": {"sampler": {"kind": "rr"}}}),
-         "(train + arms.odd): key 'sampler.kind': unknown value 'rr' (allowed: proportional,"),
+    Case("run config", "comparison arm with a value not allowed", "experiment",
+         lambda t, c: compare_args(t, c, {"plain": {},
+                                          "odd": {"train": {"sampler": {"kind": "rr"}}}}),
+         "(train + arms.odd.train): key 'sampler.kind': unknown value 'rr' "
+         "(allowed: proportional,"),
     Case("checkpoint", "export of a task the checkpoint does not have", "export",
          lambda t, c: ["--checkpoint", c["checkpoint"], "--task", "cola", "--out",
                        str(t / "exported")],
@@ -383,13 +400,13 @@ CASES = [
     Case("encoding", "predict input with a Latin-1 byte", "predict",
          lambda t, c: predict_args(t, c, text=latin1_line(GOOD_EXAMPLE)),
          "input.jsonl:1: not UTF-8 text: byte 0xe9 at byte offset"),
-    Case("encoding", "sweep config with a Latin-1 byte", "sweep",
+    Case("encoding", "experiment config with a Latin-1 byte", "experiment",
          lambda t, c: ["--config", str(write(t / "sweep.yaml", b"seeds: [13]\n# " + LATIN1))],
          "sweep.yaml:2: not UTF-8 text"),
-    Case("encoding", "comparison config with a Latin-1 byte", "compare",
+    Case("encoding", "comparison config with a Latin-1 byte", "experiment",
          lambda t, c: ["--config", str(write(t / "compare.yaml", b"seeds: [13]\n# " + LATIN1))],
          "compare.yaml:2: not UTF-8 text"),
-    Case("encoding", "subsets manifest with a Latin-1 byte", "sweep",
+    Case("encoding", "subsets manifest with a Latin-1 byte", "experiment",
          lambda t, c: [*sweep_args(t, c, {"plain": None}),
                        *([] if write(t / "data/scitail/subsets/seed13/manifest.json",
                                      b'{"files": "' + LATIN1 + b'"}') else [])],
@@ -434,10 +451,10 @@ CASES = [
     Case("output path", "subsets --out-dir that is a file", "data_prep",
          lambda t, c: subsets_args(t, "--count", "1", "--out-dir", str(write(t / "afile", "x"))),
          "afile is a file, not a folder"),
-    Case("output path", "sweep output_dir that is a file", "sweep",
+    Case("output path", "experiment output_dir that is a file", "experiment",
          lambda t, c: [*sweep_args(t, c, {"plain": None}), f"output_dir={write(t / 'afile', 'x')}"],
          "afile: key 'output_dir': the output folder is a file"),
-    Case("output path", "comparison output_dir that is a file", "compare",
+    Case("output path", "comparison output_dir that is a file", "experiment",
          lambda t, c: [*compare_args(t, c, {"plain": {}}), f"output_dir={write(t / 'afile', 'x')}"],
          "afile: key 'output_dir': the output folder is a file"),
     # -- full disk: a file-size limit (RLIMIT_FSIZE) makes every write past it fail (EFBIG) --
@@ -493,21 +510,21 @@ CASES = [
     Case("run config", "misspelt value", "train",
          lambda t, c: train_args(t, c, "precision=bfloat16"),
          "unknown value 'bfloat16' (did you mean 'bf16'?)"),
-    Case("run config", "sweep whose train: is a list", "sweep",
+    Case("run config", "experiment whose train: is a list", "experiment",
          lambda t, c: [*sweep_args(t, c, {"plain": None}), "train=[epochs, 3]"],
          "key 'train': found ['epochs', 3] (list), expected a mapping of training keys"),
-    Case("run config", "sweep with a truncated subsets manifest", "sweep",
+    Case("run config", "experiment with a truncated subsets manifest", "experiment",
          lambda t, c: [*sweep_args(t, c, {"plain": None}),
                        *([] if write(t / "data/scitail/subsets/seed13/manifest.json",
                                      '{"files": {"n8": {"fi') else [])],
          "manifest.json:1: invalid JSON"),
-    Case("run config", "sweep with a truncated finished-cell record", "sweep",
+    Case("run config", "experiment with a truncated finished-run record", "experiment",
          lambda t, c: sweep_cell_result(t, c, '{"start_point": "pla'),
          "seed13/result.json:1: invalid JSON"),
-    Case("run config", "misspelt sweep key", "sweep",
+    Case("run config", "misspelt experiment key", "experiment",
          lambda t, c: [*sweep_args(t, c, {"plain": None}), "seed=[13]"],
          "unknown key 'seed' (did you mean 'seeds'?)"),
-    Case("run config", "comparison whose arms are a list", "compare",
+    Case("run config", "comparison whose arms are a list", "experiment",
          lambda t, c: ["--config", str(write(t / "compare.yaml",
                                              "arms: [plain, smart]\ntrain: {tasks: [rte]}\n"))],
          "key 'arms': found ['plain', 'smart'] (list), expected a mapping"),
@@ -590,10 +607,8 @@ def main_of(command: str) -> Callable[[list[str] | None], object]:
         from data_prep.__main__ import main
     elif command == "train":
         from train import main
-    elif command == "sweep":
-        from mtdnn.sweep import main
-    elif command == "compare":
-        from mtdnn.compare import main
+    elif command == "experiment":
+        from mtdnn.experiment import main
     elif command == "export":
         from mtdnn.export import main
     else:

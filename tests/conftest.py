@@ -87,7 +87,7 @@ def tiny_encoder_dir(tiny_tokenizer, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def run_train(*overrides: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "train.py", "--config", "experiments/smoke.yaml",
+    result = subprocess.run([sys.executable, "train.py", "--config", "tests/fixtures/smoke.yaml",
                              "progress_bar=false", *overrides],
                             cwd=REPO, text=True, capture_output=True)
     if check and result.returncode != 0:

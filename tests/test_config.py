@@ -6,31 +6,30 @@ import pytest
 import yaml
 
 from conftest import REPO
-from mtdnn.compare import load_compare_config
 from mtdnn.config import config_from_dict, config_to_yaml, load_config
 from mtdnn.errors import MtdnnError
-from mtdnn.sweep import load_sweep_config
+from mtdnn.experiment import load_experiment
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "experiments").glob("*.yaml")),
                          ids=lambda p: p.name)
 def test_shipped_experiments_are_valid(path: Path) -> None:
-    data = yaml.safe_load(path.read_text())
-    if "arms" in data:  # a comparison of training recipes
-        comparison = load_compare_config(path, [])
-        assert comparison.arms and comparison.seeds
-        return
-    if "start_points" in data:  # a sweep over training runs
-        sweep = load_sweep_config(path, [])
-        assert sweep.tasks and sweep.start_points
-        config_from_dict({**sweep.train, "tasks": list(sweep.tasks)})
-        return
-    config = load_config(path)
-    assert config.tasks
+    """Every experiment config loads (its arms' and stages' training keys validated) and
+    writes under runs/, publishing to results/ if anywhere."""
+    experiment = load_experiment(path, [])
+    assert experiment.arms and experiment.seeds
+    assert experiment.output_dir.startswith("runs/")
+    assert experiment.publish_dir is None or experiment.publish_dir.startswith("results/")
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_shipped_train_configs_are_valid(path: Path) -> None:
+    assert load_config(path).tasks
 
 
 def test_overrides_and_round_trip(tmp_path: Path) -> None:
-    config = load_config(REPO / "experiments/smoke.yaml",
+    config = load_config(REPO / "tests/fixtures/smoke.yaml",
                          ["optimizer.lr=3e-5", "tasks=[rte,sst2]", "sampler.kind=temperature"])
     assert config.optimizer.lr == 3e-5 and list(config.tasks) == ["rte", "sst2"]
     assert config.sampler.kind == "temperature" and config.encoder_layers == 2
@@ -49,7 +48,7 @@ def test_overrides_and_round_trip(tmp_path: Path) -> None:
 ])
 def test_bad_overrides_name_the_key(override: str, words: str) -> None:
     with pytest.raises(MtdnnError) as caught:
-        load_config(REPO / "experiments/smoke.yaml", [override])
+        load_config(REPO / "tests/fixtures/smoke.yaml", [override])
     assert words in str(caught.value)
 
 

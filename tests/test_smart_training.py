@@ -59,7 +59,7 @@ def test_forward_passes_per_switch(tiny_rte: list[str], tiny_encoder_dir: Path,
 
 def run_cli(*overrides: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "train.py", "--config",
-                             "experiments/smart_smoke.yaml", *overrides], cwd=REPO,
+                             "tests/fixtures/smart_smoke.yaml", *overrides], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 

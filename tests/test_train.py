@@ -64,7 +64,7 @@ def test_unknown_task_is_a_clear_error(small_tasks: list[str], tmp_path: Path) -
 def test_identical_runs_give_identical_losses(small_tasks: list[str], tmp_path: Path) -> None:
     losses = []
     for name in ("a", "b"):
-        config = load_config(REPO / "experiments/smoke.yaml", [
+        config = load_config(REPO / "tests/fixtures/smoke.yaml", [
             *small_tasks, f"output_dir={tmp_path / name}", "max_steps=6", "log_every_steps=1",
             "batch_size=8", "progress_bar=false", "eval_every_steps=6"])
         train(config)

@@ -1,0 +1,662 @@
+"""One runner for every experiment: named arms × tasks × subsets × seeds, stages in config.
+
+    python -m mtdnn.experiment --config experiments/domain_adaptation.yaml [key=value ...]
+    python -m mtdnn.experiment --config ... --report-only   # tables from finished runs only
+    python -m mtdnn.experiment --config ... --publish       # also copy records and tables
+                                                            # into publish_dir (tracked)
+
+An **arm** is a start point (the plain encoder, a checkpoint folder, or ``stage:<name>``)
+plus training keys of its own, run by a backend (``mtdnn``: this project's trainer;
+``hf_trainer``: Hugging Face ``Trainer``, the baseline). A **stage** is a multi-task run
+the arms can start from; it is trained once per stage seed, and an arm that starts from it
+runs every (stage seed, seed) pair, so stage-1 variance is in its spread. Each run fine-
+tunes one task on one subset (drawn by ``python -m data_prep subsets``; ``full`` is the
+task's whole train file), or, with no ``tasks`` given, trains ``train.tasks`` together.
+
+Each finished run leaves a ``result.json`` (the record): its dev metrics, the training keys
+it ran with, its start weights' fingerprint and its logged SMART terms. A run with a
+record is skipped (in ``output_dir``, or already published), an interrupted one resumes
+from its last checkpoint, and several workers may share a grid. A record whose training
+keys or start weights differ from the config's now is an error, not a silent mix.
+Results: ``results.csv`` (one row per run and metric), ``results.md`` (see
+:mod:`mtdnn.report` for the two layouts) and ``results.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from mtdnn import report
+from mtdnn.checkpoint import continue_keys, weights_fingerprint
+from mtdnn.config import config_from_dict, load_mapping
+from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.files import atomic_write_json, atomic_write_text, make_output_dir, read_json
+from mtdnn.schema import build, to_dict
+
+log = logging.getLogger(__name__)
+
+FULL = "full"            # the subset that is a task's whole train file
+MULTITASK = "multitask"  # the task of a run that trains train.tasks together
+STAGE_PREFIX = "stage:"
+RECORD = "result.json"
+# Keys that change how a run looks, not what it learns: a finished run stays valid.
+COSMETIC_TRAIN_KEYS = ("progress_bar", "cache_dir", "log_every_steps")
+# What the hf_trainer backend reads; any other training key would be silently ignored.
+HF_TRAINER_KEYS = ("epochs", "max_steps", "batch_size", "optimizer.lr", "max_seq_len",
+                   "encoder", "encoder_layers", "precision", *COSMETIC_TRAIN_KEYS,
+                   "eval_every_epoch", "tasks", "data_dir", "seed", "output_dir")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A start point and training keys of its own, e.g. ``{train: {smart: {enabled: true}}}``."""
+
+    # a checkpoint folder, "stage:<name>" (a stage of this config), or null: the encoder
+    init: str | None = None
+    train: dict[str, Any] = field(default_factory=dict)
+    backend: Literal["mtdnn", "hf_trainer"] = "mtdnn"
+    seeds: tuple[int, ...] | None = None  # instead of the experiment's seeds
+    tasks: tuple[str, ...] | None = None  # only these of the experiment's tasks
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A multi-task run that arms start from: a train config file and/or training keys."""
+
+    config: str | None = None
+    train: dict[str, Any] = field(default_factory=dict)
+    seeds: tuple[int, ...] = (13,)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    arms: dict[str, Arm]
+    # each run fine-tunes one of these; none: each run trains train.tasks together
+    tasks: tuple[str, ...] = ()
+    # the same subsets for every task, or task -> its own; "full" is the whole train file
+    subsets: tuple[str, ...] | dict[str, tuple[str, ...]] = (FULL,)
+    subset_seed: int = 13
+    seeds: tuple[int, ...] = (13, 14, 15)
+    stages: dict[str, Stage] = field(default_factory=dict)
+    # task -> {train: file, dev: file} instead of <data_dir>/<task>/{train,dev}.jsonl (e.g. a
+    # tuning split drawn from train with `data_prep subsets --holdout` as dev)
+    task_files: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Larger subsets appear in the table as "n/a (not run: ...)" instead of being trained.
+    max_train_rows: int | None = None
+    data_dir: str = "data"
+    output_dir: str = "runs/experiment"
+    publish_dir: str | None = None  # the tracked folder --publish copies records into
+    layout: Literal["tasks", "subsets"] = "tasks"  # Tables 3/4 or Table 5
+    # the arm every other is compared with (Welch's p); none: every pair of arms
+    baseline: str | None = None
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys for every run
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid."""
+
+    arm: str
+    task: str
+    subset: str
+    seed: int
+    stage_seed: int | None = None
+
+    @property
+    def folder(self) -> Path:
+        """The run's folder under the output (and publish) folder."""
+        seed = f"seed{self.seed}" + (f"-stage{self.stage_seed}"
+                                     if self.stage_seed is not None else "")
+        return Path(self.arm) / self.task / self.subset / seed
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, nested mappings merged key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        both_maps = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merged(out[key], value) if both_maps else value
+    return out
+
+
+def without_cosmetic(keys: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in sorted(keys.items()) if k not in COSMETIC_TRAIN_KEYS}
+
+
+def flat(keys: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in keys.items():
+        if isinstance(value, dict) and key != "tasks":
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+# --- config --------------------------------------------------------------------------
+
+def load_experiment(path: str | Path | None, overrides: list[str]) -> ExperimentConfig:
+    """Load the experiment YAML with ``key=value`` overrides; every arm's and stage's
+    training keys are validated now, not in the tenth run."""
+    data = load_mapping(path, overrides)
+    source = path or "command line"
+    train_keys = data.get("train") or {}
+    if not isinstance(train_keys, dict):
+        raise MtdnnError(f"found {train_keys!r} ({type(train_keys).__name__}), expected a "
+                         "mapping of training keys", file=path, key="train",
+                         allowed="a mapping, e.g. train: {epochs: 3, batch_size: 32}")
+    arms = data.get("arms")
+    if isinstance(arms, dict):  # shorthand: `name: folder` or `name: null`
+        data["arms"] = {name: {"init": value} if value is None or isinstance(value, str)
+                        else value for name, value in arms.items()}
+    config = build(ExperimentConfig, data, source=path)
+    config = dataclasses.replace(config, train=train_keys)
+    if not config.arms:
+        raise MtdnnError("no arms given", file=path, key="arms",
+                         allowed="a mapping of arm name -> {init, train, backend, seeds}")
+    for task in config.tasks:
+        task_subsets(config, task)  # every task has its subsets
+    if config.baseline is not None and config.baseline not in config.arms:
+        raise MtdnnError(f"baseline '{config.baseline}' is not an arm", file=path,
+                         key="baseline", allowed=", ".join(config.arms))
+    for name in config.stages:
+        config_from_dict(stage_train_keys(config, name, source),
+                         source=f"{source} (stages.{name})")
+    for name, arm in config.arms.items():
+        if arm.init is not None and arm.init.startswith(STAGE_PREFIX):
+            stage = arm.init.removeprefix(STAGE_PREFIX)
+            if stage not in config.stages:
+                raise MtdnnError(f"arm '{name}' starts from unknown stage '{stage}'",
+                                 file=path, key=f"arms.{name}.init",
+                                 allowed=", ".join(STAGE_PREFIX + s for s in config.stages)
+                                 or "a stage declared under stages:")
+        unknown = [t for t in arm.tasks or () if t not in config.tasks]
+        if unknown:
+            raise MtdnnError(f"arm '{name}' names task '{unknown[0]}', which the experiment "
+                             "does not run", file=path, key=f"arms.{name}.tasks",
+                             allowed=", ".join(config.tasks) or "tasks given under tasks:")
+        keys = merged(config.train, arm.train)
+        config_from_dict({"tasks": {"x": {}}, **keys},
+                         source=f"{source} (train + arms.{name}.train)")
+        if arm.backend == "hf_trainer":
+            check_hf_keys(keys, name, path, arm)
+    return config
+
+
+def task_subsets(config: ExperimentConfig, task: str) -> tuple[str, ...]:
+    """The subsets a task runs on."""
+    if task == MULTITASK:
+        return (FULL,)
+    if isinstance(config.subsets, dict):
+        if task not in config.subsets:
+            raise MtdnnError(f"no subsets given for task '{task}'", key="subsets",
+                             allowed=f"a list for every task: {', '.join(config.tasks)}")
+        return tuple(config.subsets[task])
+    return config.subsets
+
+
+def check_hf_keys(keys: dict[str, Any], arm: str, path: str | Path | None, spec: Arm) -> None:
+    """The Trainer backend runs the plain encoder with the keys it maps; anything else
+    would be ignored without a word, so it is an error."""
+    if spec.init is not None:
+        raise MtdnnError("the hf_trainer backend starts from the plain encoder only",
+                         file=path, key=f"arms.{arm}.init", allowed="null")
+    unread = sorted(k for k in flat(keys) if k not in HF_TRAINER_KEYS)
+    if unread:
+        raise MtdnnError(f"the hf_trainer backend does not read '{unread[0]}'", file=path,
+                         key=f"arms.{arm}.train", allowed=", ".join(HF_TRAINER_KEYS))
+
+
+def stage_train_keys(config: ExperimentConfig, name: str,
+                     source: str | Path | None = None) -> dict[str, Any]:
+    """A stage's training keys: its config file, with its ``train`` keys laid over it."""
+    stage = config.stages[name]
+    base = load_mapping(stage.config) if stage.config else {}
+    keys = merged(base, stage.train)
+    keys.pop("output_dir", None)
+    keys.pop("seed", None)
+    return without_cosmetic({"data_dir": config.data_dir, **keys})
+
+
+def arm_train_keys(config: ExperimentConfig, arm: str) -> dict[str, Any]:
+    """The training keys a run of ``arm`` runs with (the experiment's and the arm's)."""
+    return without_cosmetic(merged(config.train, config.arms[arm].train))
+
+
+def stage_of(config: ExperimentConfig, arm: str) -> str | None:
+    init = config.arms[arm].init
+    return init.removeprefix(STAGE_PREFIX) if init and init.startswith(STAGE_PREFIX) else None
+
+
+# --- grid --------------------------------------------------------------------------
+
+def task_file(config: ExperimentConfig, task: str, split: str) -> str:
+    return (config.task_files.get(task, {}).get(split)
+            or str(Path(config.data_dir) / task / f"{split}.jsonl"))
+
+
+def subset_sizes(config: ExperimentConfig, task: str) -> dict[str, dict[str, Any]]:
+    """Each subset of ``task``: its train file, size, and whether it runs."""
+    entries = {}
+    drawn = [s for s in task_subsets(config, task) if s != FULL]
+    manifest = subset_manifest(config, task, drawn) if drawn else {}
+    for name in task_subsets(config, task):
+        if name == FULL:
+            file = Path(task_file(config, task, "train"))
+            size = line_count(file)
+            entries[name] = {"file": str(file), "size": size, "available": True}
+        else:
+            entries[name] = manifest[name]
+    cap = config.max_train_rows
+    for entry in entries.values():
+        if cap is not None and entry["available"] and entry["size"] > cap:
+            entry.update(available=False,
+                         reason=f"not run: {entry['size']:,} rows > max_train_rows {cap:,}")
+    return entries
+
+
+def line_count(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def subset_manifest(config: ExperimentConfig, task: str,
+                    names: list[str]) -> dict[str, dict[str, Any]]:
+    folder = Path(config.data_dir) / task / "subsets" / f"seed{config.subset_seed}"
+    path = folder / "manifest.json"
+    if not path.is_file():
+        raise MtdnnError(f"no subsets of task '{task}'", file=path,
+                         allowed=f"python -m data_prep subsets --data-dir {config.data_dir} "
+                                 f"--task {task} --preset paper --seed {config.subset_seed}")
+    manifest = read_json(path)
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise MtdnnError("the manifest has no 'files' mapping", file=path,
+                         allowed="a manifest written by python -m data_prep subsets")
+    missing = [s for s in names if s not in files]
+    if missing:
+        raise MtdnnError(f"subset '{missing[0]}' of task '{task}' was never drawn", file=path,
+                         key="subsets", allowed=", ".join([FULL, *files]))
+    return {name: {**files[name], "file": files[name]["file"] and str(folder / files[name]["file"])}
+            for name in names}
+
+
+def grid_tasks(config: ExperimentConfig) -> tuple[str, ...]:
+    return config.tasks or (MULTITASK,)
+
+
+def cells(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]) -> list[Cell]:
+    """Every run of the grid whose subset is available, seed-major so that a partial
+    experiment has every arm once before any twice."""
+    out = []
+    for arm, spec in config.arms.items():
+        stage = stage_of(config, arm)
+        stage_seeds = config.stages[stage].seeds if stage else (None,)
+        for task in grid_tasks(config):
+            if spec.tasks is not None and task not in spec.tasks:
+                continue
+            for subset in task_subsets(config, task):
+                if not sizes[task][subset]["available"]:
+                    continue
+                out += [Cell(arm, task, subset, seed, stage_seed)
+                        for seed in spec.seeds or config.seeds for stage_seed in stage_seeds]
+    return sorted(out, key=lambda c: (c.seed, c.stage_seed or 0, list(config.arms).index(c.arm)))
+
+
+def find_record(config: ExperimentConfig, relative: Path) -> Path | None:
+    """A record in the output folder, or one already published."""
+    roots = [Path(config.output_dir)] + ([Path(config.publish_dir)] if config.publish_dir else [])
+    for root in roots:
+        if (root / relative / RECORD).is_file():
+            return root / relative / RECORD
+    return None
+
+
+# --- checks --------------------------------------------------------------------------
+
+def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], path: Path,
+                 start_fingerprint: str | None, known: bool) -> None:
+    """A finished run trained with other keys, or from other start weights, is an error:
+    its number would sit in the table next to runs it cannot be compared with."""
+    saved, now = record.get("train_keys"), arm_train_keys(config, cell.arm)
+    if saved != now:
+        saved = saved or {}
+        key = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))[0]
+        raise MtdnnError(
+            f"this finished run was trained with train.{key}={saved.get(key)!r}, the "
+            f"experiment now has {now.get(key)!r}", file=path, key=f"train.{key}",
+            allowed="the training keys the finished runs ran with, or a new output_dir (or "
+                    "delete the finished runs to train them again)")
+    if known and record.get("start_fingerprint") != start_fingerprint:
+        raise MtdnnError(
+            f"this finished run was trained from start weights "
+            f"{str(record.get('start_fingerprint'))[:12]}, but arm '{cell.arm}' now starts "
+            f"from weights {str(start_fingerprint)[:12]}", file=path, key=f"arms.{cell.arm}",
+            allowed="the checkpoint the finished runs started from, or a new output_dir (or "
+                    "delete the runs of this arm to train them again)")
+
+
+def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, Any] | None:
+    path = find_record(config, Path("stages") / name / f"seed{seed}")
+    if path is None:
+        return None
+    record = read_json(path)
+    if record.get("train_keys") != stage_train_keys(config, name):
+        saved, now = record.get("train_keys") or {}, stage_train_keys(config, name)
+        key = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))[0]
+        raise MtdnnError(f"this stage was trained with {key}={saved.get(key)!r}, the "
+                         f"experiment now has {now.get(key)!r}", file=path,
+                         key=f"stages.{name}", allowed="the stage's keys as they were, or a "
+                                                       "new output_dir")
+    return record
+
+
+def start_fingerprints(config: ExperimentConfig, running: bool
+                       ) -> dict[tuple[str, int | None], str | None]:
+    """(arm, stage seed) -> the start weights' fingerprint, where it is known now: None for
+    the plain encoder; a checkpoint folder's own (which must exist to run); a stage's from
+    its record."""
+    prints: dict[tuple[str, int | None], str | None] = {}
+    for arm, spec in config.arms.items():
+        stage = stage_of(config, arm)
+        if spec.init is None:
+            prints[(arm, None)] = None
+        elif stage is not None:
+            for seed in config.stages[stage].seeds:
+                record = stage_record(config, stage, seed)
+                if record is not None:
+                    prints[(arm, seed)] = record["weights_fingerprint"]
+        elif Path(spec.init).is_dir():
+            prints[(arm, None)] = weights_fingerprint(Path(spec.init))
+        elif running:
+            raise MtdnnError(f"arm '{arm}' starts from a checkpoint that is not there",
+                             file=spec.init, key=f"arms.{arm}.init",
+                             allowed="a checkpoint folder, stage:<name>, or null for the "
+                                     "plain encoder")
+    return prints
+
+
+# --- running -----------------------------------------------------------------------
+
+@contextlib.contextmanager
+def claimed(folder: Path) -> Iterator[bool]:
+    """Claim a run for this process (a ``.claim`` file holding its pid, created
+    exclusively), so that several workers can share one grid; a claim whose process is
+    gone is taken over. Yields whether this process holds the claim."""
+    folder.mkdir(parents=True, exist_ok=True)
+    claim = folder / ".claim"
+    for _ in range(2):
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                os.kill(int(claim.read_text() or 0), 0)
+            except (ProcessLookupError, ValueError):
+                claim.unlink(missing_ok=True)  # its worker died: take it over
+                continue
+            except PermissionError:
+                pass
+            yield False
+            return
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(os.getpid()))
+        try:
+            yield True
+        finally:
+            claim.unlink(missing_ok=True)
+        return
+    yield False
+
+
+def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, str]:
+    """A stage's checkpoint (trained, or resumed, if this machine lacks it) and its
+    fingerprint. A stage re-trained in a later session (CPU runs are deterministic) must
+    come out with the weights its finished runs started from."""
+    from mtdnn.trainer import train
+
+    folder = Path(config.output_dir) / "stages" / name / f"seed{seed}"
+    record = stage_record(config, name, seed)
+    keys = stage_train_keys(config, name)
+    if not ((folder / "summary.json").is_file() and (folder / "last").is_dir()):
+        log.info("stage %s seed %d", name, seed)
+        train(config_from_dict({**keys, "seed": seed, "output_dir": str(folder),
+                                **continue_keys(folder)}, source=f"stage {folder}"))
+    fingerprint = weights_fingerprint(folder / "last")
+    if record is not None and fingerprint != record["weights_fingerprint"]:
+        raise MtdnnError(f"the re-trained stage '{name}' has weights {fingerprint[:12]}, but "
+                         f"its finished runs started from "
+                         f"{record['weights_fingerprint'][:12]}",
+                         file=find_record(config, Path("stages") / name / f"seed{seed}"),
+                         allowed="the same stage (or a new output_dir to start over)")
+    if not (folder / RECORD).is_file():
+        summary = read_json(folder / "summary.json")
+        atomic_write_json(folder / RECORD, {
+            "stage": name, "seed": seed, "weights_fingerprint": fingerprint,
+            "train_keys": keys, "precision": summary.get("precision"),
+            "steps": summary["steps"], "metrics": summary["last"]["metrics"]})
+    return folder / "last", fingerprint
+
+
+SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
+
+
+def logged_smart_terms(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Median and maximum over a run's log lines of each SMART term it logged: the
+    evidence that a regulariser was active, and how strong it was next to the task loss."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return {}
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    found = {}
+    for name in SMART_TERMS:
+        found_values = [e[name] for e in entries if e.get("kind") == "train" and name in e]
+        if found_values:
+            found[name] = {"median": float(np.median(found_values)),
+                           "max": float(np.max(found_values))}
+    return found
+
+
+def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+             init: Path | None, folder: Path) -> dict[str, Any]:
+    keys = merged(config.train, config.arms[cell.arm].train)
+    if cell.task != MULTITASK:
+        keys["tasks"] = {cell.task: {"train": entry["file"],
+                                     "dev": task_file(config, cell.task, "dev")}}
+    return {**keys, "data_dir": config.data_dir, "seed": cell.seed, "output_dir": str(folder),
+            "init_checkpoint": None if init is None else str(init), **continue_keys(folder)}
+
+
+def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+             init: Path | None, fingerprint: str | None) -> dict[str, Any]:
+    """Train one run (resuming it if it was interrupted); write its record."""
+    folder = Path(config.output_dir) / cell.folder
+    keys = run_keys(config, cell, entry, init, folder)
+    started = time.perf_counter()
+    if config.arms[cell.arm].backend == "hf_trainer":
+        from mtdnn.hf_trainer import run_config
+
+        keys = {k: v for k, v in keys.items() if k not in ("resume", "overwrite")}
+        summary = run_config(config_from_dict(keys, source=f"run {folder}"), folder)
+    else:
+        from mtdnn.trainer import train
+
+        summary = train(config_from_dict(keys, source=f"run {folder}"))
+    record = {"arm": cell.arm, "task": cell.task, "subset": cell.subset,
+              "train_size": entry["size"], "seed": cell.seed,
+              **({"stage_seed": cell.stage_seed} if cell.stage_seed is not None else {}),
+              "backend": config.arms[cell.arm].backend, "start_fingerprint": fingerprint,
+              "train_keys": arm_train_keys(config, cell.arm),
+              "train_file": entry["file"] if cell.task != MULTITASK else None,
+              "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
+              else None, "precision": summary["precision"], "steps": summary["steps"],
+              "metrics": summary["last"]["metrics"], "smart_terms": logged_smart_terms(folder),
+              "train_examples_per_s": summary["train_examples_per_s"],
+              "wall_seconds": round(time.perf_counter() - started, 1)}
+    atomic_write_json(folder / RECORD, record)
+    return record
+
+
+def all_sizes(config: ExperimentConfig) -> dict[str, dict[str, dict[str, Any]]]:
+    return {task: subset_sizes(config, task) for task in grid_tasks(config)}
+
+
+def run_experiment(config: ExperimentConfig) -> Path:
+    """Run every missing run, then write the results files; returns the results folder.
+    Every finished run is checked before anything is written."""
+    sizes = all_sizes(config)
+    prints = start_fingerprints(config, running=True)
+    todo = []
+    for cell in cells(config, sizes):
+        path = find_record(config, cell.folder)
+        key = (cell.arm, cell.stage_seed)
+        if path is None:
+            todo.append(cell)
+        else:
+            check_record(config, cell, read_record(path), path, prints.get(key), key in prints)
+    out = make_output_dir(Path(config.output_dir))
+    atomic_write_json(out / "experiment_config.json", to_dict(config))
+    for cell in todo:
+        folder = Path(config.output_dir) / cell.folder
+        with claimed(folder) as mine:
+            # another worker on the same grid runs it (or finished it meanwhile)
+            if not mine or (folder / RECORD).is_file():
+                continue
+            stage = stage_of(config, cell.arm)
+            init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
+            if stage is not None:
+                init, prints[(cell.arm, cell.stage_seed)] = build_stage(config, stage,
+                                                                         cell.stage_seed)
+            log.info("run %s", cell)
+            run_cell(config, cell, sizes[cell.task][cell.subset], init,
+                     prints[(cell.arm, cell.stage_seed)])
+    write_report(config, sizes)
+    return out
+
+
+# --- results -----------------------------------------------------------------------
+
+def collect(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]
+            ) -> list[dict[str, Any]]:
+    """The finished runs' records; one trained with other training keys is an error."""
+    prints = start_fingerprints(config, running=False)
+    records = []
+    for cell in sorted(cells(config, sizes), key=lambda c: list(config.arms).index(c.arm)):
+        path = find_record(config, cell.folder)
+        if path is not None:
+            records.append(read_record(path))
+            key = (cell.arm, cell.stage_seed)
+            check_record(config, cell, records[-1], path, prints.get(key), key in prints)
+    return records
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A run's record; one in an older runner's format is named, with its migration."""
+    record = read_json(path)
+    metrics = record.get("metrics") if isinstance(record, dict) else None
+    if "arm" not in record or not isinstance(metrics, dict) or not all(
+            isinstance(m, dict) for m in metrics.values()):
+        raise MtdnnError("a result record in an older format (metrics not keyed by task, or "
+                         "no arm)", file=path,
+                         allowed="records of python -m mtdnn.experiment; migrate older ones "
+                                 "with python scripts/migrate_records.py")
+    return record
+
+
+def stage_rows(config: ExperimentConfig) -> dict[str, dict[str, dict[str, float]]]:
+    """Each stage seed's own dev metrics (before any fine-tuning), for the tasks table."""
+    rows = {}
+    for name, stage in config.stages.items():
+        for seed in stage.seeds:
+            record = stage_record(config, name, seed)
+            if record is not None:
+                rows[f"stage {name} seed {seed} (no fine-tuning)"] = record["metrics"]
+    return rows
+
+
+def write_report(config: ExperimentConfig,
+                 sizes: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    from mtdnn.plots import plot_arms, plot_subsets
+
+    out = Path(config.output_dir)
+    records = collect(config, sizes)
+    arms = list(config.arms)
+    report.write_csv(records, out / "results.csv")
+    if config.layout == "subsets":
+        tasks = list(grid_tasks(config))
+        table = report.subsets_table(
+            tasks, {t: list(task_subsets(config, t)) for t in tasks},
+            isinstance(config.subsets, dict), sizes, arms, records, config.baseline)
+        plot_subsets(records, tasks, arms, out / "results.png")
+    else:
+        table = report.tasks_table(arms, records, stage_rows(config), list(config.tasks),
+                                   config.baseline)
+        plot_arms(records, report.task_columns(records, list(config.tasks)), arms,
+                  out / "results.png")
+    atomic_write_text(out / "results.md", table)
+    return records
+
+
+RESULT_FILES = ("results.csv", "results.md", "results.png", "experiment_config.json")
+
+
+def publish(config: ExperimentConfig) -> Path:
+    """Copy the small files (records and tables, no checkpoints) into ``publish_dir``."""
+    if not config.publish_dir:
+        raise MtdnnError("no publish_dir to copy the results into", key="publish_dir",
+                         allowed="a tracked folder, e.g. publish_dir: results/<experiment>")
+    out, target = Path(config.output_dir), make_output_dir(Path(config.publish_dir),
+                                                           key="publish_dir")
+    copied = [p.relative_to(out) for p in sorted(out.rglob(RECORD))]
+    copied += [Path(name) for name in RESULT_FILES if (out / name).is_file()]
+    for relative in copied:
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out / relative, target / relative)
+    log.info("published %d files to %s", len(copied), target)
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mtdnn.experiment", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="experiment YAML (experiments/*.yaml)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the results files from the finished runs; train nothing")
+    parser.add_argument("--publish", action="store_true",
+                        help="copy the records and results files into publish_dir")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="override a config key, e.g. seeds=[13,14] train.epochs=2")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
+                        datefmt="%H:%M:%S")
+    config = load_experiment(args.config, args.overrides)
+    if args.report_only:
+        out = make_output_dir(Path(config.output_dir))
+        write_report(config, all_sizes(config))
+    else:
+        out = run_experiment(config)
+    if args.publish:
+        publish(config)
+    sizes = all_sizes(config)
+    records, total = collect(config, sizes), len(cells(config, sizes))
+    print((out / "results.md").read_text())
+    print(f"{len(records)} of {total} runs finished; "
+          f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
+
+
+if __name__ == "__main__":
+    run_cli(main)

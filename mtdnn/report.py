@@ -1,0 +1,204 @@
+"""Results tables of an experiment, in the papers' layouts, from its run records.
+
+Two layouts (``layout:`` in an experiment config):
+
+- ``subsets`` — Table 5 of the SMART paper: one block per task, a row of training-set
+  sizes, then one row per arm with dev accuracy mean ± std over seeds; then each pair of
+  arms' differences with Welch's p.
+- ``tasks`` — Tables 3 and 4: arms × (task, metric) columns plus the mean over columns,
+  then each pair of arms' differences per column with Welch's p and the number of
+  comparisons made. A stage (a multi-task checkpoint the arms start from) gets a row of
+  its own dev metrics before any fine-tuning.
+
+Every number is in percent. A record is one run (see :mod:`mtdnn.experiment`); its
+``metrics`` map task → metric → value.
+"""
+
+from __future__ import annotations
+
+import csv
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtdnn.files import atomic_path
+
+Record = dict[str, Any]
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "not run"
+    if len(values) == 1:
+        return f"{values[0]:.1f} (1 seed)"
+    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}"
+
+
+def difference(a: list[float], b: list[float]) -> str:
+    """``mean(a) − mean(b)`` with Welch's p; p needs two runs a side and some spread."""
+    if not a or not b:
+        return "not run"
+    gap = f"{np.mean(a) - np.mean(b):+.1f}"
+    if gap == "-0.0":  # a tiny negative gap rounds to a signed zero
+        gap = "+0.0"
+    if min(len(a), len(b)) < 2:
+        return f"{gap} (no p: 1 seed)"
+    if np.var(a) + np.var(b) == 0:
+        return f"{gap} (no p: no spread)"
+    from scipy import stats
+
+    p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    return f"{gap} (p = {p:.3f})" if p >= 0.001 else f"{gap} (p < 0.001)"
+
+
+def table_head(columns: list[str], first: str = "Model") -> list[str]:
+    return [f"| {first} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+
+
+def values(records: list[Record], arm: str, task: str, metric: str,
+           subset: str | None = None) -> list[float]:
+    """An arm's values of one task metric over its runs (seeds), in percent."""
+    return [100 * r["metrics"][task][metric] for r in records
+            if r["arm"] == arm and task in r["metrics"] and metric in r["metrics"][task]
+            and (subset is None or r["subset"] == subset)]
+
+
+def write_csv(records: list[Record], path: Path) -> None:
+    """One row per run, task and metric."""
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["arm", "task", "subset", "train_size", "seed", "stage_seed",
+                         "metric_task", "metric", "value", "steps", "wall_seconds"])
+        for r in records:
+            for task, metrics in r["metrics"].items():
+                for metric, value in metrics.items():
+                    writer.writerow([r["arm"], r["task"], r["subset"], r.get("train_size", ""),
+                                     r["seed"], r.get("stage_seed", ""), task, metric, value,
+                                     r.get("steps", ""), r.get("wall_seconds", "")])
+
+
+# --- Table 5: arms × training-set sizes -------------------------------------------------
+
+def arm_pairs(arms: list[str], baseline: str | None) -> list[tuple[str, str]]:
+    """(later, earlier) pairs to compare: every arm against ``baseline``, or all pairs."""
+    if baseline is not None:
+        return [(arm, baseline) for arm in arms if arm != baseline]
+    return [(later, earlier) for earlier, later in combinations(arms, 2)]
+
+
+def smart_terms_table(arms: list[str], records: list[Record]) -> str:
+    """The evidence that SMART acted: per arm and task, the median over runs of each run's
+    median logged λ_s·R_s ÷ task loss, ‖δ‖∞ and μ·D_Breg ÷ task loss."""
+    logged = [r for r in records if r.get("smart_terms")]
+    if not logged:
+        return ""
+    names = [("adv_ratio", "λ_s·R_s ÷ loss"), ("delta_linf", "‖δ‖∞"),
+             ("bregman_ratio", "μ·D_Breg ÷ loss")]
+    lines = ["", "Logged SMART terms (median over runs of each run's median):", "",
+             *table_head(["task", *(label for _, label in names)], first="arm")]
+    for arm in arms:
+        for task in dict.fromkeys(r["task"] for r in logged if r["arm"] == arm):
+            mine = [r["smart_terms"] for r in logged if r["arm"] == arm and r["task"] == task]
+            cells = [f"{np.median([t[n]['median'] for t in mine if n in t]):.2g}"
+                     if any(n in t for t in mine) else "—" for n, _ in names]
+            lines.append(f"| {arm} | {task} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def subsets_table(tasks: list[str], subsets: dict[str, list[str]], per_task_heads: bool,
+                  sizes: dict[str, dict[str, dict[str, Any]]], arms: list[str],
+                  records: list[Record], baseline: str | None = None) -> str:
+    """Table 5's layout. ``sizes[task][subset]`` has ``size``, ``available`` and, for a
+    subset not run, the ``reason``."""
+    lines = [] if per_task_heads else table_head(subsets[tasks[0]])
+    for task in tasks:
+        if per_task_heads:
+            lines += ([""] if lines and lines[-1] else []) + table_head(subsets[task])
+        lines.append(f"| **{task} (dev accuracy %)** |" + " |" * len(subsets[task]))
+        lines.append("| #Training Data | " + " | ".join(
+            f"{sizes[task][s]['size']:,}" for s in subsets[task]) + " |")
+        for arm in arms:
+            cells = [mean_std(values(records, arm, task, "accuracy", s))
+                     if sizes[task][s]["available"] else f"n/a ({sizes[task][s]['reason']})"
+                     for s in subsets[task]]
+            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n" + subsets_differences(
+        tasks, subsets, per_task_heads, sizes, arm_pairs(arms, baseline), records) + \
+        smart_terms_table(arms, records)
+
+
+def subsets_differences(tasks: list[str], subsets: dict[str, list[str]],
+                        per_task_heads: bool, sizes: dict[str, dict[str, dict[str, Any]]],
+                        pairs: list[tuple[str, str]], records: list[Record]) -> str:
+    """Arms' differences in dev accuracy points, with Welch's t-test p over seeds: with 3
+    seeds a gap of a point can be noise, and the table says so."""
+    if not pairs:
+        return ""
+    lines = ["Differences (points of dev accuracy; Welch's t-test p over seeds):", ""]
+    if not per_task_heads:
+        lines += table_head(subsets[tasks[0]])
+    for task in tasks:
+        if per_task_heads:
+            lines += ([""] if lines and lines[-1] else []) + table_head(subsets[task])
+        lines.append(f"| **{task}** |" + " |" * len(subsets[task]))
+        for later, earlier in pairs:
+            cells = [difference(values(records, later, task, "accuracy", s),
+                                values(records, earlier, task, "accuracy", s))
+                     if sizes[task][s]["available"] else "n/a" for s in subsets[task]]
+            lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# --- Tables 3 and 4: arms × tasks ---------------------------------------------------------
+
+def task_columns(records: list[Record], tasks: list[str] = ()) -> list[tuple[str, str]]:
+    """(task, metric) columns: in ``tasks``' order (the config's), then by name."""
+    found = {(task, metric) for r in records for task, metrics in r["metrics"].items()
+             for metric in metrics}
+    order = {task: i for i, task in enumerate(tasks)}
+    return sorted(found, key=lambda c: (order.get(c[0], len(order)), c))
+
+
+def run_means(records: list[Record], arm: str, columns: list[tuple[str, str]]) -> list[float]:
+    """The mean over all columns of each seed's runs (a seed's runs on several tasks are
+    one sample), for seeds that have every column."""
+    by_seed: dict[tuple[Any, Any], dict[str, dict[str, float]]] = {}
+    for r in records:
+        if r["arm"] == arm:
+            merged = by_seed.setdefault((r["seed"], r.get("stage_seed")), {})
+            for task, metrics in r["metrics"].items():
+                merged.setdefault(task, {}).update(metrics)
+    return [100 * sum(m[t][k] for t, k in columns) / len(columns) for m in by_seed.values()
+            if all(k in m.get(t, {}) for t, k in columns)]
+
+
+def tasks_table(arms: list[str], records: list[Record],
+                stage_rows: dict[str, dict[str, dict[str, float]]],
+                tasks: list[str] = (), baseline: str | None = None) -> str:
+    """Arms × (task, metric), mean ± std over seeds, then the pairwise differences."""
+    columns = task_columns(records, tasks)
+    lines = table_head([f"{t} {m}" for t, m in columns] + ["mean"], first="arm")
+    for name, metrics in stage_rows.items():
+        cells = [f"{100 * metrics[t][m]:.1f}" if m in metrics.get(t, {}) else "—"
+                 for t, m in columns]
+        lines.append(f"| {name} | " + " | ".join(cells) + " | — |")
+    for arm in arms:
+        cells = [mean_std(values(records, arm, t, m)) for t, m in columns]
+        lines.append(f"| {arm} | " + " | ".join(cells)
+                     + f" | {mean_std(run_means(records, arm, columns))} |")
+    pairs = arm_pairs(arms, baseline)
+    if not pairs or not columns:
+        return "\n".join(lines) + "\n" + smart_terms_table(arms, records)
+    lines += ["", "Differences (points; Welch's t-test p over seeds; "
+              f"{len(pairs) * (len(columns) + 1)} comparisons, not corrected for "
+              "multiple comparisons):", ""]
+    lines += table_head([f"{t} {m}" for t, m in columns] + ["mean"], first="pair")
+    for later, earlier in pairs:
+        cells = [difference(values(records, later, t, m), values(records, earlier, t, m))
+                 for t, m in columns]
+        cells.append(difference(run_means(records, later, columns),
+                                run_means(records, earlier, columns)))
+        lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n" + smart_terms_table(arms, records)

@@ -1,0 +1,338 @@
+"""python -m mtdnn.experiment: grids of arms × tasks × subsets × seeds on tiny data with the
+2-layer encoder; stages, the Trainer backend, publishing, and the record migration."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO, head_jsonl, run_module
+
+
+def experiment(config_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config",
+                           str(config_path), *extra], cwd=REPO, text=True, capture_output=True)
+
+
+def records(out: Path) -> list[Path]:
+    return sorted(p for p in out.rglob("result.json") if "stages" not in p.parts)
+
+
+def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
+        prepared_data: Path, stage_one: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for task in ("scitail", "snli"):
+        (data / task).mkdir(parents=True)
+        head_jsonl(prepared_data / task / "train.jsonl", data / task / "train.jsonl", 100)
+        head_jsonl(prepared_data / task / "dev.jsonl", data / task / "dev.jsonl", 24)
+        run_module("data_prep", "subsets", "--data-dir", str(data), "--task", task,
+                   "--count", "8", "500", "--seed", "13")
+    config = {
+        "tasks": ["scitail", "snli"], "subsets": ["n8", "n500"], "seeds": [1, 2],
+        "layout": "subsets",
+        # the long form of an arm: a checkpoint plus training keys of its own
+        "arms": {"encoder": None, "mt": {"init": str(stage_one / "best"),
+                                         "train": {"optimizer": {"lr": 1e-4}}}},
+        "data_dir": str(data), "output_dir": str(tmp_path / "runs"),
+        "publish_dir": str(tmp_path / "published"),
+        # min_steps: the 8-row subset is one batch, one epoch would be a single update
+        "train": {"epochs": 1, "min_steps": 2, "batch_size": 8, "encoder_layers": 2,
+                  "max_seq_len": 64, "progress_bar": False, "cache_dir": str(tmp_path / "cache")},
+    }
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    first = experiment(path, "--publish")
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    out, published = tmp_path / "runs", tmp_path / "published"
+    rows = (out / "results.csv").read_text().splitlines()
+    assert rows[0].startswith("arm,task,subset,train_size,seed,stage_seed,metric_task,metric")
+    assert len(rows) == 1 + 2 * 2 * 2  # 2 arms × 2 tasks × 1 available size × 2 seeds
+    table = (out / "results.md").read_text()
+    assert "| #Training Data | 8 | 500 |" in table
+    assert table.count("n/a (train file has 100 rows)") == 4
+    assert "| mt | " in table and " ± " in table and "| mt − encoder |" in table
+    png = (out / "results.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000
+
+    encoder_run = yaml.safe_load((out / "encoder/snli/n8/seed1/config.yaml").read_text())
+    mt_run = yaml.safe_load((out / "mt/snli/n8/seed1/config.yaml").read_text())
+    assert (encoder_run["optimizer"]["lr"], mt_run["optimizer"]["lr"]) == (5e-5, 1e-4)
+    assert mt_run["init_checkpoint"] == str(stage_one / "best")
+    assert mt_run["optimizer"]["weight_decay"] == encoder_run["optimizer"]["weight_decay"]
+
+    results = records(out)
+    assert len(results) == 8
+    record = json.loads(results[0].read_text())
+    assert set(record) >= {"arm", "task", "subset", "train_size", "seed", "metrics",
+                           "wall_seconds", "train_keys", "start_fingerprint", "precision"}
+    assert set(record["metrics"]) == {record["task"]}
+    assert {json.loads(p.read_text())["steps"] for p in results} == {2}
+    assert record["train_keys"]["min_steps"] == 2 and "progress_bar" not in record["train_keys"]
+    # --publish copied the records and tables, and nothing else (no checkpoints)
+    assert [p.relative_to(published) for p in records(published)] == \
+        [p.relative_to(out) for p in results]
+    assert (published / "results.md").read_text() == table
+    assert not list(published.rglob("*.safetensors"))
+
+    stamps = [p.stat().st_mtime_ns for p in results]
+    second = experiment(path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert " run Cell" not in second.stderr  # nothing trained again
+    assert [p.stat().st_mtime_ns for p in results] == stamps
+
+    # Runs trained under other training keys are an error, in a run and in a report.
+    for extra in ([], ["--report-only"]):
+        other = experiment(path, *extra, "train.optimizer.lr=1e-3")
+        assert other.returncode == 2, other.stderr[-3000:]
+        assert "train.optimizer" in other.stderr and "result.json" in other.stderr
+        assert "Traceback" not in other.stderr
+    assert [p.stat().st_mtime_ns for p in results] == stamps
+
+    # A size cap shows the larger subsets as not run, and trains nothing.
+    capped = experiment(path, "max_train_rows=4")
+    assert capped.returncode == 0, capped.stderr[-3000:]
+    assert " run Cell" not in capped.stderr
+    assert "n/a (not run: 8 rows > max_train_rows 4)" in (out / "results.md").read_text()
+
+    # Finished runs of an arm whose start weights changed are an error, not a silent mix.
+    from safetensors.torch import load_file, save_file
+
+    changed = tmp_path / "changed"
+    shutil.copytree(stage_one / "best", changed)
+    heads = load_file(changed / "heads.safetensors")
+    first_key = sorted(heads)[0]
+    heads[first_key] = heads[first_key] + 1.0
+    save_file(heads, changed / "heads.safetensors")
+    stale = experiment(path, f"arms.mt.init={changed}")
+    assert stale.returncode == 2
+    assert "arms.mt" in stale.stderr and "start weights" in stale.stderr
+    assert "Traceback" not in stale.stderr
+    assert [p.stat().st_mtime_ns for p in results] == stamps
+
+    # A later session has only the published records: they count as finished, and
+    # --report-only --publish regenerates the published table byte for byte.
+    shutil.rmtree(out)
+    report = experiment(path, "--report-only", "--publish", "seeds=[1,2,3]")
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert " run Cell" not in report.stderr and "8 of 12 runs finished" in report.stdout
+    assert not list(out.glob("*/*/*/seed3"))
+    again = experiment(path, "--report-only", "--publish")
+    assert again.returncode == 0 and (published / "results.md").read_text() == table
+
+
+def test_multitask_arms_give_the_tasks_table_and_resume_nothing_twice(
+        small_tasks: list[str], tmp_path: Path) -> None:
+    train: dict = {"tasks": {"rte": {}, "mrpc": {}}, "encoder_layers": 2, "max_steps": 4,
+                   "batch_size": 4, "max_seq_len": 64, "progress_bar": False}
+    for override in small_tasks:
+        key, value = override.split("=", 1)
+        if key.startswith("tasks.scitail"):
+            continue
+        node = train
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    config = {"seeds": [1, 2], "output_dir": str(tmp_path / "cmp"), "train": train,
+              "arms": {"proportional": {}, "cycle+pcgrad": {
+                  "train": {"sampler": {"kind": "cycle"}, "pcgrad": True}}}}
+    path = tmp_path / "cmp.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    first = experiment(path)
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    out = tmp_path / "cmp"
+    saved = yaml.safe_load((out / "cycle+pcgrad/multitask/full/seed2/config.yaml").read_text())
+    assert saved["sampler"]["kind"] == "cycle" and saved["pcgrad"] is True
+    assert saved["seed"] == 2 and saved["max_steps"] == 4
+    # 2 arms × 2 seeds × (rte accuracy, mrpc accuracy, mrpc f1)
+    assert len((out / "results.csv").read_text().splitlines()) == 1 + 2 * 2 * 3
+    table = (out / "results.md").read_text().splitlines()
+    assert table[0] == "| arm | mrpc accuracy | mrpc f1 | rte accuracy | mean |"
+    assert table[2].startswith("| proportional | ") and table[3].startswith("| cycle+pcgrad |")
+    assert table[2].count(" ± ") == 4, table
+    assert "4 comparisons, not corrected for multiple comparisons" in "\n".join(table)
+    assert table[-1].startswith("| cycle+pcgrad − proportional | ")
+    result = json.loads((out / "proportional/multitask/full/seed1/result.json").read_text())
+    assert result["steps"] == 4 and set(result["metrics"]) == {"rte", "mrpc"}
+
+    stamps = [p.stat().st_mtime_ns for p in records(out)]
+    second = experiment(path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert " run Cell" not in second.stderr
+    assert [p.stat().st_mtime_ns for p in records(out)] == stamps
+
+    # --report-only: tables from the finished runs; an arm with none shows as not run.
+    config["arms"]["uniform"] = {"train": {"sampler": {"kind": "uniform"}}}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    report = experiment(path, "--report-only")
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert " run Cell" not in report.stderr and not (out / "uniform").exists()
+    assert "| uniform | not run | not run | not run | not run |" in report.stdout
+    assert "4 of 6 runs finished" in report.stdout
+
+
+def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
+        prepared_data: Path, tmp_path: Path) -> None:
+    files = {}
+    for task, rows in (("rte", 16), ("mrpc", 16)):
+        files[task] = {
+            "train": str(head_jsonl(prepared_data / task / "train.jsonl",
+                                    tmp_path / f"{task}_train.jsonl", rows)),
+            "dev": str(head_jsonl(prepared_data / task / "dev.jsonl",
+                                  tmp_path / f"{task}_dev.jsonl", 8))}
+    small = {"encoder_layers": 2, "max_seq_len": 64, "batch_size": 8, "progress_bar": False,
+             "cache_dir": str(tmp_path / "cache")}
+    config = {
+        "tasks": ["rte"], "task_files": {"rte": files["rte"]}, "seeds": [3],
+        "data_dir": str(prepared_data), "output_dir": str(tmp_path / "runs"),
+        "stages": {"mt": {"train": {"tasks": files, "max_steps": 2, **small},
+                          "seeds": [1, 2]}},
+        "arms": {"plain": None, "mt": "stage:mt",
+                 "hf": {"backend": "hf_trainer", "train": {"precision": "fp32"}}},
+        "baseline": "plain", "train": {"max_steps": 2, **small},
+    }
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    first = experiment(path)
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    out = tmp_path / "runs"
+    stage_prints = {seed: json.loads((out / f"stages/mt/seed{seed}/result.json").read_text())
+                    ["weights_fingerprint"] for seed in (1, 2)}
+    assert stage_prints[1] != stage_prints[2]  # two stage-1 seeds, two start points
+    for seed in (1, 2):
+        record = json.loads((out / f"mt/rte/full/seed3-stage{seed}/result.json").read_text())
+        assert record["start_fingerprint"] == stage_prints[seed] and record["stage_seed"] == seed
+        run = yaml.safe_load((out / f"mt/rte/full/seed3-stage{seed}/config.yaml").read_text())
+        assert run["init_checkpoint"] == str(out / f"stages/mt/seed{seed}/last")
+    hf = json.loads((out / "hf/rte/full/seed3/result.json").read_text())
+    assert hf["backend"] == "hf_trainer" and hf["steps"] == 2
+    assert 0 <= hf["metrics"]["rte"]["accuracy"] <= 1
+    table = (out / "results.md").read_text()
+    assert "| stage mt seed 1 (no fine-tuning) |" in table
+    assert "| mt − plain |" in table and "| hf − plain |" in table and "| hf − mt |" not in table
+
+    # A stage re-trained with other weights than its finished runs started from is an
+    # error, and nothing is fine-tuned from it.
+    record_path = out / "stages/mt/seed1/result.json"
+    record = json.loads(record_path.read_text())
+    record_path.write_text(json.dumps({**record, "weights_fingerprint": "0" * 64}))
+    shutil.rmtree(out / "stages/mt/seed1/last")
+    (out / "stages/mt/seed1/summary.json").unlink()
+    shutil.rmtree(out / "mt/rte/full/seed3-stage1")
+    rebuilt = experiment(path)
+    assert rebuilt.returncode == 2, rebuilt.stderr[-3000:]
+    assert "stage 'mt'" in rebuilt.stderr and str(record_path) in rebuilt.stderr
+    assert "Traceback" not in rebuilt.stderr
+    assert not (out / "mt/rte/full/seed3-stage1/result.json").exists()
+
+
+def test_migration_moves_old_records_to_the_runner_format(tmp_path: Path,
+                                                          monkeypatch) -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    from migrate_records import migrate
+
+    data = tmp_path / "data"
+    (data / "rte").mkdir(parents=True)
+    (data / "rte" / "train.jsonl").write_text('{"x": 1}\n' * 5)
+    published = tmp_path / "results" / "cmp"
+
+    def write(relative: str, record: dict) -> None:
+        (published / relative).parent.mkdir(parents=True, exist_ok=True)
+        (published / relative).write_text(json.dumps(record))
+
+    config = {"tasks": ["rte"], "seeds": [13], "data_dir": str(data),
+              "output_dir": str(tmp_path / "runs"), "publish_dir": str(published),
+              "arms": {"single": None, "smart": {"train": {"smart": {"enabled": True}}}},
+              "train": {"epochs": 2, "precision": "fp32"}}
+    path = tmp_path / "cmp.yaml"
+    path.write_text(yaml.safe_dump(config))
+    # glue_comparison: flat metrics and a command; mtdnn.sweep: start_point
+    write("single/rte/seed13/result.json", {
+        "task": "rte", "seed": 13, "metrics": {"accuracy": 0.5}, "steps": 4,
+        "command": "/x/.venv/bin/python train.py 'tasks=[rte]' epochs=2 seed=13"})
+    write("smart/rte/full/seed13/result.json", {
+        "start_point": "smart", "task": "rte", "subset": "full", "seed": 13,
+        "metrics": {"accuracy": 0.6}, "train_keys": {"epochs": 2, "smart": {"enabled": True}},
+        "start_fingerprint": None, "steps": 4})
+    monkeypatch.chdir(tmp_path)
+    changed = migrate(path)
+    assert sorted(p.relative_to(published).as_posix() for p in changed) == [
+        "single/rte/full/seed13/result.json", "smart/rte/full/seed13/result.json"]
+    single = json.loads((published / "single/rte/full/seed13/result.json").read_text())
+    assert single["metrics"] == {"rte": {"accuracy": 0.5}} and single["arm"] == "single"
+    assert single["command"] == "python train.py 'tasks=[rte]' epochs=2 seed=13"
+    assert single["train_keys"] == {"epochs": 2, "precision": "fp32"}
+    assert single["train_size"] == 5 and not (published / "single/rte/seed13").exists()
+    smart = json.loads((published / "smart/rte/full/seed13/result.json").read_text())
+    assert smart["arm"] == "smart" and "start_point" not in smart
+    assert smart["train_keys"]["precision"] == "fp32"
+    assert migrate(path) == []  # idempotent
+    report = experiment(path, "--report-only")
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "| single | 50.0 (1 seed) |" in report.stdout
+
+    # A recorded command that disagrees with the config is not migrated.
+    write("single/rte/seed14/result.json", {
+        "task": "rte", "seed": 14, "metrics": {"accuracy": 0.5},
+        "command": "python train.py 'tasks=[rte]' epochs=3 seed=14"})
+    try:
+        migrate(path)
+    except SystemExit as stop:
+        assert "epochs" in str(stop)
+    else:
+        raise AssertionError("a record with other keys was migrated")
+
+
+def test_differences_against_a_baseline_give_welch_p() -> None:
+    from scipy import stats
+
+    from mtdnn.report import subsets_table
+
+    sizes = {"scitail": {"1pct": {"available": True, "size": 235},
+                         "10pct": {"available": True, "size": 2359},
+                         "100pct": {"available": False, "size": 23596, "reason": "not run"}}}
+    accuracies = {("encoder", "1pct"): [0.70, 0.72, 0.71], ("mt", "1pct"): [0.80, 0.83, 0.81],
+                  ("smart", "1pct"): [0.81, 0.83, 0.82], ("encoder", "10pct"): [0.85, 0.85],
+                  ("mt", "10pct"): [0.90]}
+    rows = [{"task": "scitail", "subset": subset, "arm": arm,
+             "metrics": {"scitail": {"accuracy": value}}}
+            for (arm, subset), values in accuracies.items() for value in values]
+    subsets = {"scitail": ["1pct", "10pct", "100pct"]}
+    for baseline, pairs in ((None, ["mt − encoder", "smart − encoder", "smart − mt"]),
+                            ("encoder", ["mt − encoder", "smart − encoder"])):
+        table = subsets_table(["scitail"], subsets, False, sizes, ["encoder", "mt", "smart"],
+                              rows, baseline).splitlines()
+        by_pair = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in table
+                   if " − " in line}
+        assert list(by_pair) == pairs
+    p = stats.ttest_ind([80, 83, 81], [70, 72, 71], equal_var=False).pvalue
+    assert by_pair["mt − encoder"][0] == f"+10.3 (p = {p:.3f})"
+    assert by_pair["mt − encoder"][1] == "+5.0 (no p: 1 seed)"
+    assert by_pair["smart − encoder"][1] == "not run"
+    assert all(cells[2].rstrip(" |") == "n/a" for cells in by_pair.values())
+
+
+def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
+        tmp_path: Path) -> None:
+    import os
+
+    from mtdnn.experiment import claimed
+
+    cell = tmp_path / "cell"
+    with claimed(cell) as first:
+        with claimed(cell) as second:
+            assert first and not second  # a live worker (this process) holds it
+    assert not (cell / ".claim").exists()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (cell / ".claim").write_text(dead)
+    with claimed(cell) as taken:
+        assert taken and (cell / ".claim").read_text() == str(os.getpid())
