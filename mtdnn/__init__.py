@@ -1,3 +1,54 @@
-"""mtdnn: multi-task fine-tuning of pre-trained encoders with SMART."""
+"""mtdnn: multi-task fine-tuning of pre-trained encoders with SMART.
+
+    from mtdnn import train, Predictor
+
+    summary = train("configs/mtdnn_glue.yaml", epochs=2, optimizer={"lr": 3e-5})
+    Predictor(summary["run_dir"] + "/best").predict([("A man plays.", "Someone plays.")])
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+__all__ = ["Predictor", "train"]
+
+if TYPE_CHECKING:
+    from mtdnn.config import TrainConfig
+    from mtdnn.predictor import Predictor
+
+
+def train(config: TrainConfig | str | dict[str, Any] | None = None, /,
+          **keys: Any) -> dict[str, Any]:
+    """Train one run and return its summary (run folder, steps, best and last metrics).
+
+    ``config`` is a :class:`~mtdnn.config.TrainConfig`, the path of a run config YAML, or a
+    mapping of config keys; keyword arguments are config keys laid over it (nested keys as
+    mappings, merged: ``optimizer={"lr": 3e-5}``; ``tasks`` replaces the file's tasks, as
+    ``tasks=[...]`` does on the command line), validated as the command line's are.
+    """
+    from mtdnn.config import TrainConfig, config_from_dict, load_mapping
+    from mtdnn.experiment import merged
+    from mtdnn.schema import to_dict
+    from mtdnn.trainer import train as run
+
+    if isinstance(config, TrainConfig):
+        base = to_dict(config)
+    elif isinstance(config, dict):
+        base = dict(config)
+    else:
+        base = load_mapping(config)
+    laid = merged(base, {k: v for k, v in keys.items() if k != "tasks"})
+    if "tasks" in keys:
+        laid["tasks"] = keys["tasks"]
+    built = config_from_dict(laid, source=config if isinstance(config, str) else None)
+    return run(built)
+
+
+def __getattr__(name: str) -> Any:
+    # Predictor imports torch and transformers: only when asked for.
+    if name == "Predictor":
+        from mtdnn.predictor import Predictor
+
+        return Predictor
+    raise AttributeError(f"module 'mtdnn' has no attribute {name!r}")

@@ -150,7 +150,8 @@ class TrainConfig:
     encoder: str = PACKAGED_ENCODER
     encoder_layers: int | None = field(default=None, metadata=_positive("encoder_layers"))
     encoder_dropout: float | None = field(default=None, metadata=_ratio())
-    task_defs: tuple[str, ...] = ("task_defs",)
+    # task definition files or folders; "packaged": the shipped ones (task_defs/ in a clone)
+    task_defs: tuple[str, ...] = ("packaged",)
     data_dir: str = "data"
     output_dir: str = "runs/default"
     init_checkpoint: str | None = None

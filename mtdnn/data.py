@@ -208,9 +208,15 @@ def tokenize_file(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
                   require_labels: bool = False) -> TaskSplit:
     """Tokenize ``path`` in memory, without the cache (for one-off prediction)."""
     _check_exists(path, task)
-    columns, num_truncated = _tokenize(read_examples(path, task, require_labels), task,
-                                       tokenizer, max_seq_len)
-    return TaskSplit(task, path, _to_dataset(columns), num_truncated, False)
+    return tokenize_examples(read_examples(path, task, require_labels), task, tokenizer,
+                             max_seq_len, path)
+
+
+def tokenize_examples(columns: dict[str, list], task: TaskDef, tokenizer: Any,
+                      max_seq_len: int, path: Path = Path("<memory>")) -> TaskSplit:
+    """Tokenize examples given as columns (``uid``, the task's inputs[, ``labels``])."""
+    tokenized, num_truncated = _tokenize(columns, task, tokenizer, max_seq_len)
+    return TaskSplit(task, path, _to_dataset(tokenized), num_truncated, False)
 
 
 def _check_exists(path: Path, task: TaskDef) -> None:

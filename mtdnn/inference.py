@@ -28,29 +28,44 @@ from mtdnn.task_def import TaskDef
 
 
 @torch.inference_mode()
-def predict_split(model: MultiTaskModel, split: TaskSplit, collator: Collator, batch_size: int,
-                  device: torch.device, amp_dtype: torch.dtype | None = None,
-                  on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-    """Class probabilities ``[n, labels]`` or scores ``[n]`` for every example of ``split``."""
+def predict_heads(model: MultiTaskModel, split: TaskSplit, collator: Collator,
+                  batch_size: int, device: torch.device, amp_dtype: torch.dtype | None = None,
+                  on_batch: Callable[[int], None] | None = None,
+                  tasks: list[TaskDef] | None = None) -> dict[str, np.ndarray]:
+    """Each of ``tasks``' (default: the split's task) class probabilities ``[n, labels]`` or
+    scores ``[n]`` for every example of ``split``; the encoder runs once per batch and
+    every head reads its pooled output."""
     was_training = model.training
     model.eval()
-    task_type = split.task.task_type
+    tasks = tasks or [split.task]
     lengths = np.array([len(ids) for ids in split.dataset["input_ids"]])
     order = np.argsort(-lengths, kind="stable")
-    outputs: list[np.ndarray] = []
+    outputs: dict[str, list[np.ndarray]] = {task.name: [] for task in tasks}
     for start in range(0, len(order), batch_size):
         indices = order[start:start + batch_size]
         batch = get_batch(split, indices, collator)
         batch.pop("labels", None)
         with autocast_context(device, amp_dtype):
-            head = model(split.task.name, **{k: v.to(device) for k, v in batch.items()})
-        outputs.append(task_type.predict(head).cpu().numpy())
+            pooled = model.pool(**{k: v.to(device) for k, v in batch.items()})
+            for task in tasks:
+                head = model.heads[task.name](pooled)
+                outputs[task.name].append(task.task_type.predict(head).float().cpu().numpy())
         if on_batch is not None:
             on_batch(len(indices))
-    predictions = np.empty_like(np.concatenate(outputs))
-    predictions[order] = np.concatenate(outputs)
+    predictions = {}
+    for name, parts in outputs.items():
+        predictions[name] = np.empty_like(np.concatenate(parts))
+        predictions[name][order] = np.concatenate(parts)
     model.train(was_training)
     return predictions
+
+
+def predict_split(model: MultiTaskModel, split: TaskSplit, collator: Collator, batch_size: int,
+                  device: torch.device, amp_dtype: torch.dtype | None = None,
+                  on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+    """Class probabilities ``[n, labels]`` or scores ``[n]`` for every example of ``split``."""
+    return predict_heads(model, split, collator, batch_size, device, amp_dtype,
+                         on_batch)[split.task.name]
 
 
 def evaluate_split(model: MultiTaskModel, split: TaskSplit, collator: Collator,
@@ -114,57 +129,84 @@ def write_predictions(path: Path, records: list[dict[str, Any]], fmt: str,
     atomic_write_text(path, text)
 
 
-def predict_file(checkpoints: list[Path], task_name: str, input_path: Path, output_path: Path,
-                 batch_size: int | None = None, fmt: str = "jsonl",
+def predict_file(checkpoints: list[Path], task_names: str | list[str], input_path: Path,
+                 output_path: Path, batch_size: int | None = None, fmt: str = "jsonl",
                  progress: bool = True, overwrite: bool = False,
                  precision: str = "auto") -> dict[str, Any]:
-    """Score ``input_path`` with one checkpoint or an ensemble; write predictions (and, for
-    labelled input, metrics next to them). Nothing is written if anything fails, and no
-    input or existing file is overwritten unless ``overwrite``."""
+    """Score ``input_path`` with one checkpoint or an ensemble, with one task's head or
+    several (the encoder runs once for all of them); write predictions (and, for labelled
+    input scored by one task, metrics next to them). Nothing is written if anything fails,
+    and no input or existing file is overwritten unless ``overwrite``."""
+    names = [task_names] if isinstance(task_names, str) else list(task_names)
     if batch_size is not None and batch_size <= 0:
         raise MtdnnError(f"batch size {batch_size} is not positive", key="--batch-size",
                          allowed="a whole number >= 1 (default: the run's eval_batch_size)")
+    if len(names) > 1 and fmt == "glue":
+        raise MtdnnError(f"a GLUE submission file holds one task, {len(names)} were given",
+                         key="--format", allowed="--format jsonl with several --task")
     for path in (output_path, metrics_path(output_path)):
         check_output(path, [input_path, *checkpoints], key="--output", overwrite=overwrite)
     try:
-        return _predict_file(checkpoints, task_name, input_path, output_path, batch_size, fmt,
+        return _predict_file(checkpoints, names, input_path, output_path, batch_size, fmt,
                              progress, precision)
     except KeyboardInterrupt:
         raise Interrupted("interrupted; no predictions were written", file=output_path
                           ) from None
 
 
-def _predict_file(checkpoints: list[Path], task_name: str, input_path: Path,
+def shared_inputs(tasks: list[TaskDef]) -> None:
+    """Several heads read one encoding of the input only if their tasks read the same
+    fields."""
+    odd = [t for t in tasks if t.inputs != tasks[0].inputs]
+    if odd:
+        raise MtdnnError(f"task '{odd[0].name}' reads {list(odd[0].inputs)}, task "
+                         f"'{tasks[0].name}' reads {list(tasks[0].inputs)}", key="--task",
+                         allowed="tasks with the same input fields in one call")
+
+
+def _predict_file(checkpoints: list[Path], names: list[str], input_path: Path,
                   output_path: Path, batch_size: int | None, fmt: str, progress: bool,
                   precision: str) -> dict[str, Any]:
-    task = checkpoint_task(checkpoints, task_name)
+    tasks = [checkpoint_task(checkpoints, name) for name in names]
+    shared_inputs(tasks)
     device, native = inference_device()
     resolved = native if precision == "auto" else precision
     amp_dtype = AMP_DTYPES[resolved]
-    outputs, split = [], None
+    outputs: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    split = None
     started = time.perf_counter()
     for path in checkpoints:
         saved = load_yaml(path / "config.yaml") or {}
         model, tokenizer = load_model(path)
         model.to(device)
-        split = tokenize_file(input_path, task, tokenizer, saved.get("max_seq_len", 128))
+        split = tokenize_file(input_path, tasks[0], tokenizer, saved.get("max_seq_len", 128))
         collator = Collator(tokenizer.pad_token_id)
         with tqdm(total=len(split), disable=not progress, desc=f"predict {path.name}",
                   unit="ex") as bar:
-            outputs.append(predict_split(model, split, collator,
-                                         batch_size or saved.get("eval_batch_size", 128),
-                                         device, amp_dtype, on_batch=bar.update))
+            predicted = predict_heads(model, split, collator,
+                                      batch_size or saved.get("eval_batch_size", 128),
+                                      device, amp_dtype, on_batch=bar.update, tasks=tasks)
+        for name in names:
+            outputs[name].append(predicted[name])
     seconds = time.perf_counter() - started
-    predicted = ensemble(outputs)
+    predicted = {name: ensemble(found) for name, found in outputs.items()}
     metrics = None
-    if split.has_labels:
-        decided = task.task_type.decide(predicted)
-        metrics = compute_metrics(task.metrics, decided, np.asarray(split.dataset["labels"]))
-    records = prediction_records(task, split.dataset["uid"], predicted)
+    if split.has_labels and len(tasks) == 1:
+        decided = tasks[0].task_type.decide(predicted[names[0]])
+        metrics = compute_metrics(tasks[0].metrics, decided,
+                                  np.asarray(split.dataset["labels"]))
+    per_task = {t.name: prediction_records(t, split.dataset["uid"], predicted[t.name])
+                for t in tasks}
+    if len(tasks) == 1:
+        records = per_task[names[0]]
+    else:  # one object per example: its uid, then each task's prediction
+        records = [{"uid": uid, **{name: {k: v for k, v in per_task[name][i].items()
+                                          if k != "uid"} for name in names}}
+                   for i, uid in enumerate(split.dataset["uid"])]
     write_predictions(output_path, records, fmt, input_path)
     if metrics is not None:
         atomic_write_text(metrics_path(output_path),
-                          json.dumps({"task": task_name, "metrics": metrics}, indent=2) + "\n")
+                          json.dumps({"task": names[0], "metrics": metrics}, indent=2) + "\n")
     return {"examples": len(split), "seconds": seconds, "metrics": metrics,
             "examples_per_s": len(split) * len(checkpoints) / seconds, "precision": resolved}
 

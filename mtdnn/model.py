@@ -94,6 +94,15 @@ class MultiTaskModel(nn.Module):
                 attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None,
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        return self.heads[task](self.pool(input_ids, attention_mask, token_type_ids,
+                                          inputs_embeds))
+
+    def pool(self, input_ids: torch.Tensor | None = None,
+             attention_mask: torch.Tensor | None = None,
+             token_type_ids: torch.Tensor | None = None,
+             inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """The shared encoder's pooled output, which every head reads: computed once, it
+        serves all of them (prediction with several heads)."""
         kwargs = {"attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
@@ -103,9 +112,7 @@ class MultiTaskModel(nn.Module):
             kwargs["input_ids"] = input_ids
         out = self.encoder(**kwargs)
         pooled = getattr(out, "pooler_output", None)
-        if pooled is None:
-            pooled = out.last_hidden_state[:, 0]
-        return self.heads[task](pooled)
+        return out.last_hidden_state[:, 0] if pooled is None else pooled
 
 
 def resolve_encoder(name: str) -> str:

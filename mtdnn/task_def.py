@@ -14,6 +14,7 @@ allowed.
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +25,10 @@ from mtdnn.errors import MtdnnError
 from mtdnn.schema import build, load_yaml
 from mtdnn.task_types import METRICS, TASK_TYPES, TaskType
 
-DEFAULT_TASK_DEFS_DIR = Path(__file__).resolve().parent.parent / "task_defs"
+# The shipped definitions, wherever the package is installed; "packaged" in a run
+# config's task_defs names them.
+PACKAGED = "packaged"
+DEFAULT_TASK_DEFS_DIR = Path(str(importlib.resources.files("task_defs")))
 TASK_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED_FIELDS = ("uid", "label")
 
@@ -131,14 +135,15 @@ def load_task_file(path: str | Path) -> dict[str, TaskDef]:
 
 def load_task_defs(paths: Iterable[str | Path] | str | Path = DEFAULT_TASK_DEFS_DIR
                    ) -> dict[str, TaskDef]:
-    """Load task definitions from YAML files and/or folders of ``*.yaml`` files.
+    """Load task definitions from YAML files and/or folders of ``*.yaml`` files
+    (``"packaged"``: the shipped ones).
 
     A task name defined twice (in one file or across files) is an error naming both files.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     files: list[Path] = []
-    for path in map(Path, paths):
+    for path in (DEFAULT_TASK_DEFS_DIR if str(p) == PACKAGED else Path(p) for p in paths):
         if path.is_dir():
             files.extend(sorted(path.glob("*.yaml")) + sorted(path.glob("*.yml")))
         elif path.is_file():

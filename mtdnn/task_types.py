@@ -83,15 +83,24 @@ class ClassLabels:
 
     @staticmethod
     def parse(value: Any, labels: tuple[str, ...]) -> int:
-        """A label as read from a data file → its index."""
+        """A label as read from a data file → its index: a label name, or an integer
+        position (what a Hugging Face ``ClassLabel`` column or its export holds)."""
         if isinstance(value, str) and value in labels:
             return labels.index(value)
-        raise LabelError(f"label {value!r} is not one of the task's labels", ", ".join(labels))
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(labels):
+            return value
+        positions = f"0-{len(labels) - 1}" if len(labels) > 2 else "0, 1"
+        raise LabelError(f"label {value!r} is not one of the task's labels",
+                         f"{', '.join(labels)}, or their positions {positions}")
 
-    @classmethod
-    def canonical(cls, value: str, labels: tuple[str, ...]) -> str:
-        """A raw label → what canonical JSONL stores (the label's name)."""
-        return labels[cls.parse(value.strip(), labels)]
+    @staticmethod
+    def canonical(value: str, labels: tuple[str, ...]) -> str:
+        """A raw label (text from a source file) → what canonical JSONL stores (the label's
+        name); positions are not labels in raw text."""
+        if value.strip() not in labels:
+            raise LabelError(f"label {value.strip()!r} is not one of the task's labels",
+                             ", ".join(labels))
+        return value.strip()
 
     @staticmethod
     def arrow(column: Any, labels: tuple[str, ...]) -> list | None:
@@ -99,6 +108,9 @@ class ClassLabels:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        if pa.types.is_integer(column.type):  # positions, as a ClassLabel stores them
+            inside = pc.and_(pc.greater_equal(column, 0), pc.less(column, len(labels)))
+            return column.to_pylist() if pc.all(inside).as_py() else None
         if not pa.types.is_string(column.type):
             return None
         index = pc.index_in(column, value_set=pa.array(labels))

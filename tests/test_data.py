@@ -31,6 +31,25 @@ def test_read_examples_encodes_labels(tmp_path: Path) -> None:
     assert read_examples(stsb, TASKS["stsb"], require_labels=True)["labels"] == [3.5]
 
 
+def test_integer_labels_are_positions_in_the_task_labels(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What every export of a Hugging Face dataset holds: ``{"label": 0}``."""
+    path = write_jsonl(tmp_path / "rte.jsonl", [
+        {"uid": "a", "sentence1": "P.", "sentence2": "H.", "label": 1},
+        {"uid": "b", "sentence1": "P.", "sentence2": "H.", "label": 0}])
+    fast = read_examples(path, TASKS["rte"], require_labels=True)
+    assert fast["labels"] == [1, 0]
+    monkeypatch.setattr(data_module, "_read_columns_fast", lambda *args: None)
+    assert read_examples(path, TASKS["rte"], require_labels=True) == fast
+    outside = write_jsonl(tmp_path / "bad.jsonl", [
+        {"sentence1": "P.", "sentence2": "H.", "label": 0},
+        {"sentence1": "P.", "sentence2": "H.", "label": 2}])
+    with pytest.raises(MtdnnError) as caught:
+        read_examples(outside, TASKS["rte"], require_labels=True)
+    assert f"{outside}:2: task 'rte': label 2 is not one of the task's labels (allowed: " \
+           "entailment, not_entailment, or their positions 0, 1)" in str(caught.value)
+
+
 @pytest.mark.parametrize("row,words", [
     ({"sentence1": "P."}, "field 'sentence2' is missing or empty"),
     ({"sentence1": "P.", "sentence2": "H.", "label": "maybe"}, "label 'maybe' is not one of"),

@@ -1,0 +1,118 @@
+"""The commands: ``mtdnn-train``, ``mtdnn-predict``, ``mtdnn-prep``, ``mtdnn-export``,
+``mtdnn-experiment`` and ``mtdnn-probe`` once installed (``pip install .``), or
+``python train.py`` / ``python predict.py`` / ``python -m ...`` from a clone.
+
+Each prints one paragraph for an error caused by input and exits with 2 (``--debug``
+shows the traceback); see :func:`mtdnn.errors.run_cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from mtdnn.errors import run_cli
+
+TRAIN_HELP = """Train: multi-task stage and per-task fine-tuning are the same command; the
+second sets init_checkpoint=<run>/best. Config keys come from --config (a YAML file, e.g.
+configs/mtdnn_glue.yaml) with key=value overrides laid over it; see README.md for the keys.
+
+  mtdnn-train --config configs/mtdnn_glue.yaml optimizer.lr=3e-5 'tasks=[rte,mrpc]'
+"""
+
+PREDICT_HELP = """Predict: score a canonical JSONL file with a checkpoint's heads.
+
+Several --checkpoint values ensemble the models (mean of class probabilities, or of scores
+for regression). Several --task values run the encoder once and write each task's
+prediction per example. With labels and one task, the task's metrics are printed and
+written to <output>.metrics.json. --format glue writes a GLUE submission TSV
+(index<TAB>prediction).
+"""
+
+
+def train_main(argv: list[str] | None = None) -> None:
+    from mtdnn.config import load_config
+    from mtdnn.trainer import train
+
+    parser = argparse.ArgumentParser(prog="mtdnn-train", description=TRAIN_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="run config YAML (configs/*.yaml)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="override config keys, e.g. optimizer.lr=3e-5 tasks=[rte,mrpc]")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
+                        datefmt="%H:%M:%S")
+    summary = train(load_config(args.config, args.overrides))
+    if "best" not in summary:  # not rank 0 of a torchrun job
+        return
+    print(json.dumps({"run_dir": summary["run_dir"], "steps": summary["steps"],
+                      "best": summary["best"]["metrics"], "best_step": summary["best"]["step"]}))
+
+
+def predict_main(argv: list[str] | None = None) -> None:
+    from mtdnn.inference import predict_file
+
+    parser = argparse.ArgumentParser(prog="mtdnn-predict", description=PREDICT_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", type=Path, action="append", required=True,
+                        help="checkpoint folder (repeat to ensemble)")
+    parser.add_argument("--task", action="append", required=True,
+                        help="a task (head) to predict with (repeat for several heads)")
+    parser.add_argument("--input", type=Path, required=True, help="canonical JSONL")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="predictions file (JSONL, or TSV with --format glue)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing output file (never an input)")
+    parser.add_argument("--batch-size", type=int, help="default: the run's eval_batch_size")
+    parser.add_argument("--format", choices=["jsonl", "glue"], default="jsonl",
+                        help="jsonl (default) or a GLUE submission TSV")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto",
+                        help="auto (default): bf16 where the hardware has it natively (CUDA, "
+                             "CPUs with AVX512-BF16 or AMX), fp32 elsewhere")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")
+    args = parser.parse_args(argv)
+    result = predict_file(args.checkpoint, args.task, args.input, args.output,
+                          args.batch_size, args.format, progress=not args.no_progress,
+                          overwrite=args.overwrite, precision=args.precision)
+    if result["metrics"] is not None:
+        print(json.dumps({"task": args.task[0], "metrics": result["metrics"]}))
+    print(f"{result['examples']} examples, {result['examples_per_s']:.1f} examples/s "
+          f"({result['precision']}); predictions: {args.output}")
+
+
+def train_command() -> None:
+    run_cli(train_main)
+
+
+def predict_command() -> None:
+    run_cli(predict_main)
+
+
+def prep_command() -> None:
+    from data_prep.__main__ import main
+
+    run_cli(main)
+
+
+def export_command() -> None:
+    from mtdnn.export import main
+
+    run_cli(main)
+
+
+def experiment_command() -> None:
+    from mtdnn.experiment import main
+
+    run_cli(main)
+
+
+def probe_command() -> None:
+    from mtdnn.smart_probe import main
+
+    run_cli(main)
