@@ -30,18 +30,18 @@ data: venv
 	$(PY) -m data_prep subsets --data-dir $(DATA) --task snli --preset paper --seed 13
 	$(PY) -m data_prep subsets --data-dir $(DATA) --task sst2 --count 2000 --seed 13
 
-# The whole recipe at a small scale: data, a multi-task SMART stage, SMART fine-tuning on
-# SciTail 1%, prediction on SciTail dev.
+# What the recipe is for, at a small scale (about 10 minutes on 2 cores): data, a short
+# multi-task stage (MNLI + RTE), SciTail 1% fine-tuned from it and from the plain encoder,
+# one table; then predictions with the multi-task model. Finished runs are kept and skipped.
+DEMO_RUN := runs/demo/mt-dnn/scitail/1pct/seed13-stage13
 demo: data
-	$(PY) train.py --config configs/demo_stage1.yaml data_dir=$(DATA) overwrite=true \
-		tasks.sst2.train=$(DATA)/sst2/subsets/seed13/n2000.jsonl
-	$(PY) train.py --config configs/demo_scitail.yaml data_dir=$(DATA) overwrite=true \
-		tasks.scitail.train=$(DATA)/scitail/subsets/seed13/1pct.jsonl
-	$(PY) predict.py --checkpoint runs/demo/scitail/best --task scitail \
+	$(PY) -m mtdnn.experiment --config experiments/demo.yaml data_dir=$(DATA)
+	$(PY) predict.py --checkpoint $(DEMO_RUN)/best --task scitail --no-progress \
 		--input $(DATA)/scitail/dev.jsonl --output runs/demo/scitail_dev_predictions.jsonl --overwrite
 	@echo
-	@echo "multi-task stage:   runs/demo/stage1/metrics.jsonl  (checkpoints: runs/demo/stage1/{best,last})"
-	@echo "SciTail fine-tune:  runs/demo/scitail/metrics.jsonl (best: runs/demo/scitail/best)"
+	@echo "table and plot:     runs/demo/results.md, runs/demo/results.png"
+	@echo "runs:               runs/demo/<arm>/scitail/1pct/<seed>/ (metrics.jsonl, best/, last/)"
+	@echo "multi-task stage:   runs/demo/stages/mt-dnn/seed13/"
 	@echo "predictions:        runs/demo/scitail_dev_predictions.jsonl (+ .metrics.json)"
 	@echo "tensorboard:        .venv/bin/tensorboard --logdir runs/demo"
 	@echo "Note: all-MiniLM-L6-v2 was contrastively trained on data including SNLI and MNLI."

@@ -1,6 +1,6 @@
 """Export one task of a checkpoint as a plain Hugging Face sequence classifier.
 
-    python -m mtdnn.export --checkpoint runs/demo/scitail/best --task scitail --out DIR
+    python -m mtdnn.export --checkpoint RUN/best --task scitail --out DIR
 
 The folder loads with ``AutoModelForSequenceClassification.from_pretrained(DIR)`` and
 ``pipeline("text-classification", model=DIR)``, with the task's label names. This works
