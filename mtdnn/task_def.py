@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from mtdnn.errors import MtdnnError
 from mtdnn.schema import build, load_yaml
@@ -115,22 +115,27 @@ def load_task_file(path: str | Path) -> dict[str, TaskDef]:
     data = load_yaml(path)
     if not isinstance(data, dict) or not data:
         raise MtdnnError("expected a mapping of task names to task definitions", file=path)
-    tasks = {}
-    for name, spec in data.items():
-        if not isinstance(name, str) or not TASK_NAME.match(name):
-            raise MtdnnError(f"invalid task name {name!r}", file=path, key=str(name),
-                             allowed="lower-case letters, digits and _, starting with a letter")
-        if isinstance(spec, dict) and "name" in spec:
-            raise MtdnnError(f"task '{name}': the task's name is its key", file=path,
-                             key=f"{name}.name", allowed="remove the key")
-        if not isinstance(spec, dict):
-            raise MtdnnError(f"task '{name}': expected a mapping, found {type(spec).__name__}",
-                             file=path, key=name)
-        task = build(TaskDef, {"name": name, **spec}, source=path, prefix=name,
-                     hidden=("name",))
-        _validate(task, path)
-        tasks[name] = task
-    return tasks
+    return {name: task_from_mapping(name, spec, path) for name, spec in data.items()}
+
+
+def task_from_mapping(name: Any, spec: Any, source: str | Path | None,
+                      prefix: str | None = None) -> TaskDef:
+    """One validated task definition from its mapping (a file's entry, or one written
+    inline in a run config under ``tasks.<name>.definition``)."""
+    prefix = prefix or str(name)
+    if not isinstance(name, str) or not TASK_NAME.match(name):
+        raise MtdnnError(f"invalid task name {name!r}", file=source, key=str(name),
+                         allowed="lower-case letters, digits and _, starting with a letter")
+    if isinstance(spec, dict) and "name" in spec:
+        raise MtdnnError(f"task '{name}': the task's name is its key", file=source,
+                         key=f"{prefix}.name", allowed="remove the key")
+    if not isinstance(spec, dict):
+        raise MtdnnError(f"task '{name}': expected a mapping, found {type(spec).__name__}",
+                         file=source, key=prefix)
+    task = build(TaskDef, {"name": name, **spec}, source=source, prefix=prefix,
+                 hidden=("name",))
+    _validate(task, source)
+    return task
 
 
 def load_task_defs(paths: Iterable[str | Path] | str | Path = DEFAULT_TASK_DEFS_DIR
