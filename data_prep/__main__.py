@@ -24,9 +24,9 @@ from data_prep.subsets import (
     sizes_from_percents,
     subset_dir,
 )
-from mtdnn.errors import Interrupted, MtdnnError, run_cli
+from mtdnn.errors import Interrupted, MtdnnError, add_debug_flag, run_cli
 from mtdnn.files import check_output, read_text
-from mtdnn.task_def import DEFAULT_TASK_DEFS_DIR, load_task_defs
+from mtdnn.task_def import PACKAGED, load_task_defs
 
 DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sources}
 
@@ -34,8 +34,10 @@ DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sourc
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m data_prep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task-defs", nargs="+", type=Path, default=[DEFAULT_TASK_DEFS_DIR],
-                        help="task definition files or folders (default: %(default)s)")
+    parser.add_argument("--task-defs", nargs="+", default=[PACKAGED],
+                        help="task definition files or folders (default: packaged, the "
+                             "shipped ones)")
+    add_debug_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     for name in [*DATASETS, "all"]:
         convert = commands.add_parser(name, help=f"convert raw {name} files to canonical JSONL")

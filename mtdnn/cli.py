@@ -13,11 +13,11 @@ import json
 import logging
 from pathlib import Path
 
-from mtdnn.errors import run_cli
+from mtdnn.errors import add_debug_flag, run_cli
 
 TRAIN_HELP = """Train: multi-task stage and per-task fine-tuning are the same command; the
 second sets init_checkpoint=<run>/best. Config keys come from --config (a YAML file, e.g.
-configs/mtdnn_glue.yaml) with key=value overrides laid over it; see README.md for the keys.
+configs/mtdnn_glue.yaml) with key=value overrides laid over it; every key is listed below.
 
   mtdnn-train --config configs/mtdnn_glue.yaml optimizer.lr=3e-5 'tasks=[rte,mrpc]'
 """
@@ -34,15 +34,16 @@ written to <output>.metrics.json. --format glue writes a GLUE submission TSV
 
 def train_main(argv: list[str] | None = None) -> None:
     from mtdnn.config import load_config
+    from mtdnn.config_help import help_epilog
     from mtdnn.trainer import train
 
     parser = argparse.ArgumentParser(prog="mtdnn-train", description=TRAIN_HELP,
+                                     epilog=help_epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="run config YAML (configs/*.yaml)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override config keys, e.g. optimizer.lr=3e-5 tasks=[rte,mrpc]")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the full traceback of an error")
+    add_debug_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         datefmt="%H:%M:%S")
@@ -74,8 +75,7 @@ def predict_main(argv: list[str] | None = None) -> None:
                         help="auto (default): bf16 where the hardware has it natively (CUDA, "
                              "CPUs with AVX512-BF16 or AMX), fp32 elsewhere")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the full traceback of an error")
+    add_debug_flag(parser)
     args = parser.parse_args(argv)
     result = predict_file(args.checkpoint, args.task, args.input, args.output,
                           args.batch_size, args.format, progress=not args.no_progress,

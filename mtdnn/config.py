@@ -193,6 +193,11 @@ class TrainConfig:
     eval_every_epoch: bool = True
     log_every_steps: int = field(default=10, metadata=_positive("log_every_steps"))
     best_metric: str = "mean"
+    # stop after this many evaluations in a row without a better best_metric
+    early_stopping_patience: int | None = field(
+        default=None, metadata=_positive("early_stopping_patience"))
+    # where scalars go besides metrics.jsonl: tensorboard, wandb, mlflow (when installed)
+    report_to: tuple[Literal["tensorboard", "wandb", "mlflow"], ...] = ("tensorboard",)
     cache_dir: str | None = None
     progress_bar: bool = True
     optimizer: OptimizerConfig = OptimizerConfig()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -62,6 +62,12 @@ def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
 
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def add_debug_flag(parser: Any) -> None:
+    """``--debug`` in a command's help (:func:`run_cli` reads it wherever it appears)."""
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")
 
 
 def run_cli(main: Callable[[list[str] | None], T], argv: list[str] | None = None) -> T:

@@ -42,7 +42,7 @@ import numpy as np
 from mtdnn import report
 from mtdnn.checkpoint import continue_keys, weights_fingerprint
 from mtdnn.config import config_from_dict, load_mapping
-from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
 from mtdnn.files import atomic_write_json, atomic_write_text, make_output_dir, read_json
 from mtdnn.schema import build, to_dict
 
@@ -640,6 +640,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="copy the records and results files into publish_dir")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override a config key, e.g. seeds=[13,14] train.epochs=2")
+    add_debug_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         datefmt="%H:%M:%S")

@@ -19,7 +19,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from mtdnn.checkpoint import ENCODER_DIR, load_model
-from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
 from mtdnn.files import atomic_dir, check_output
 from mtdnn.model import MultiTaskModel, quiet_transformers
 
@@ -95,8 +95,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="new folder for the Hugging Face model")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --out folder (never the checkpoint)")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the full traceback of an error")
+    add_debug_flag(parser)
     args = parser.parse_args(argv)
     print(f"exported: {export_task(args.checkpoint, args.task, args.out, args.overwrite)}")
 

@@ -27,7 +27,7 @@ import torch
 
 from mtdnn.components import TaskData
 from mtdnn.config import TrainConfig, load_config
-from mtdnn.errors import MtdnnError, run_cli
+from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
 from mtdnn.model import MultiTaskModel
 from mtdnn.task_def import TaskDef
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="radii ε to probe, e.g. 1e-5 1e-4 1e-3 1e-2 1e-1")
     parser.add_argument("--batches", type=int, default=8, help="batches per ε (default 8)")
     parser.add_argument("--config", help="a run config YAML to start from")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    add_debug_flag(parser)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     # key=value overrides may follow --epsilon's list, which would otherwise swallow them
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.tensorboard import SummaryWriter
 from tqdm.auto import tqdm
 
 from mtdnn.checkpoint import (
@@ -57,7 +56,9 @@ from mtdnn.inference import evaluate_split
 from mtdnn.objective import batch_loss
 from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.precision import AMP_DTYPES, autocast_context
+from mtdnn.reporting import Reporters, check_reporters
 from mtdnn.sampling import Step, build_sampler
+from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class TrainingRecipe:
         self.amp_dtype = AMP_DTYPES[precision]
         log.info("device %s, precision %s", self.device, precision)
         check_run_dir(config, self.resume_from)
+        check_reporters(config.report_to)
         seed_everything(config.seed)
         self._setup_model()
         self._setup_data()
@@ -208,9 +210,10 @@ class TrainingRecipe:
             log.info("resumed from %s at step %d (epoch %d)", self.resume_from,
                      self.state.step, self.state.epoch)
         self.writer = self.metrics_file = None
+        self.stopped_early = False
         if self.main:
-            self.writer = SummaryWriter(str(self.run_dir / "tensorboard"),
-                                        purge_step=self.state.step + 1)
+            self.writer = Reporters(self.config.report_to, self.run_dir, self.state.step,
+                                    to_dict(self.config))
             self.metrics_file = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
         # Training throughput of this process, evaluation and checkpointing excluded.
         self.started, self.outside_training, self.examples = time.perf_counter(), 0.0, 0
@@ -223,7 +226,7 @@ class TrainingRecipe:
         progress = tqdm(total=self.total_steps, initial=state.step,
                         disable=not (config.progress_bar and self.main), desc="train")
         model.train()
-        while state.step < self.total_steps:
+        while state.step < self.total_steps and not self.stopped_early:
             self.sampler.load_state_dict(state.sampler_state)  # the epoch's start
             plan = self.sampler.plan_epoch()
             for refs in plan[state.position:]:
@@ -248,7 +251,8 @@ class TrainingRecipe:
                                                     epoch_end)
                     if save:
                         self.save_checkpoint(evaluate)
-                if state.step >= self.total_steps:
+                    self.stopped_early = evaluate and self.no_progress()
+                if state.step >= self.total_steps or self.stopped_early:
                     break
         progress.close()
         return self.cleanup()
@@ -379,6 +383,23 @@ class TrainingRecipe:
                                      self.config.eval_batch_size, self.device, self.amp_dtype)
                 for task, data in self.data.items() if data.dev is not None}
 
+    def no_progress(self) -> bool:
+        """Whether ``early_stopping_patience`` evaluations in a row brought no better
+        ``best_metric`` (rank 0 decides; every rank stops)."""
+        patience = self.config.early_stopping_patience
+        if not patience:
+            return False
+        flag = torch.zeros(1, device=self.device)
+        if self.main:
+            scores = [entry["score"] for entry in self.state.evals]
+            since_best = len(scores) - 1 - scores.index(max(scores))
+            flag += since_best >= patience
+        stop = bool(self.distributed.sum_(flag).item())
+        if stop:
+            log.info("early stop at step %d: %d evaluations without a better %s",
+                     self.state.step, patience, self.config.best_metric)
+        return stop
+
     def save_checkpoint(self, evaluate: bool) -> None:
         """Evaluate (if asked) and save ``last`` (and ``best``); the other ranks wait."""
         started = time.perf_counter()
@@ -427,6 +448,7 @@ class TrainingRecipe:
         seconds = time.perf_counter() - self.started - self.outside_training
         summary = {"run_dir": str(self.run_dir), "steps": state.step,
                    "precision": self.config.precision, "best": best, "last": state.evals[-1],
+                   "stopped_early": self.stopped_early,
                    "train_seconds": round(seconds, 3),
                    "train_examples_per_s": round(self.examples / max(seconds, 1e-9), 2)}
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "

@@ -91,3 +91,23 @@ def test_train_from_python_takes_a_path_and_keyword_keys(prepared_data: Path,
 
     with pytest.raises(MtdnnError, match="optimizer.lrr"):
         train({"tasks": ["rte"]}, optimizer={"lrr": 1})
+
+
+def test_early_stopping_ends_a_run_without_progress_and_reporters_are_checked(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    from mtdnn import train
+    from mtdnn.errors import MtdnnError
+
+    files = {split: str(head_jsonl(prepared_data / "rte" / f"{split}.jsonl",
+                                   tmp_path / f"{split}.jsonl", 16)) for split in ("train", "dev")}
+    common = {"tasks": {"rte": files}, "encoder": str(tiny_encoder_dir), "batch_size": 8,
+              "max_seq_len": 32, "cache_dir": str(tmp_path / "cache"), "progress_bar": False}
+    # a learning rate too small to change a prediction: the first evaluation stays best
+    summary = train(common, max_steps=10, eval_every_steps=1, early_stopping_patience=2,
+                    optimizer={"lr": 1e-12}, output_dir=str(tmp_path / "run"))
+    assert summary["stopped_early"] and summary["steps"] == 3
+    assert summary["best"]["step"] == 1
+    assert list((tmp_path / "run" / "tensorboard").iterdir())  # report_to's default
+    with pytest.raises(MtdnnError, match="report_to names 'wandb', which is not installed"):
+        train(common, max_steps=2, report_to=["wandb"], output_dir=str(tmp_path / "run2"))
+    assert not (tmp_path / "run2").exists()

@@ -68,3 +68,24 @@ def test_smart_presets_fill_keys_that_are_not_given() -> None:
     assert mine.smart.bregman_weight == 1 and mine.smart.ascent == "reference"
     with pytest.raises(MtdnnError, match="unknown value 'referense' \\(did you mean 'reference'"):
         load_config(None, ["tasks=[rte]", "smart.preset=referense"])
+
+
+def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
+    """``--help`` and the README list every key from one source; MTDNN_WRITE_DOCS=1
+    rewrites the README's table."""
+    import os
+    import re
+
+    from mtdnn.config_help import MEANINGS, config_keys, help_epilog, markdown_table
+
+    keys = [key for key, *_ in config_keys()]
+    assert sorted(keys) == sorted(MEANINGS) and all(MEANINGS.values())
+    assert all(key in help_epilog() for key in keys)
+    readme = REPO / "README.md"
+    text = readme.read_text()
+    pattern = re.compile(r"(<!-- config keys:[^\n]*-->\n)(.*?)(<!-- /config keys -->)", re.S)
+    if os.environ.get("MTDNN_WRITE_DOCS"):
+        readme.write_text(pattern.sub(lambda m: m.group(1) + markdown_table() + m.group(3),
+                                      text))
+        text = readme.read_text()
+    assert pattern.search(text).group(2) == markdown_table()

@@ -1,0 +1,77 @@
+"""Where a run's scalars go (``report_to``): tensorboard (default, in ``<run>/tensorboard``),
+and Weights & Biases or MLflow when they are installed and asked for. ``metrics.jsonl`` is
+written whatever this says."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from mtdnn.errors import MtdnnError
+
+PACKAGES = {"wandb": "wandb", "mlflow": "mlflow"}
+
+
+def check_reporters(names: tuple[str, ...]) -> None:
+    """A reporter whose package is missing is an error before the run starts."""
+    for name in names:
+        if name in PACKAGES and importlib.util.find_spec(PACKAGES[name]) is None:
+            raise MtdnnError(f"report_to names '{name}', which is not installed",
+                             key="report_to", allowed=f"pip install {PACKAGES[name]}, or "
+                                                      "report_to: [tensorboard]")
+
+
+class Reporters:
+    """``add_scalar(tag, value, step)`` to every reporter the run asked for."""
+
+    def __init__(self, names: tuple[str, ...], run_dir: Path, first_step: int,
+                 config: dict[str, Any]) -> None:
+        self.sinks: list[Any] = []
+        if "tensorboard" in names:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.sinks.append(SummaryWriter(str(run_dir / "tensorboard"),
+                                            purge_step=first_step + 1))
+        if "wandb" in names:
+            import wandb
+
+            self.wandb = wandb.init(dir=str(run_dir), name=run_dir.name, config=config,
+                                    resume="allow")
+            self.sinks.append(_WandbSink(self.wandb))
+        if "mlflow" in names:
+            import mlflow
+
+            mlflow.start_run(run_name=run_dir.name)
+            mlflow.log_params({k: str(v)[:250] for k, v in config.items()})
+            self.sinks.append(_MlflowSink(mlflow))
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        for sink in self.sinks:
+            sink.add_scalar(tag, value, step)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+
+
+class _WandbSink:
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        self.run.log({tag: value}, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+class _MlflowSink:
+    def __init__(self, mlflow: Any) -> None:
+        self.mlflow = mlflow
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        self.mlflow.log_metric(tag.replace("/", "."), value, step=step)
+
+    def close(self) -> None:
+        self.mlflow.end_run()
