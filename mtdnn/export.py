@@ -1,6 +1,13 @@
-"""Export one task of a checkpoint as a plain Hugging Face sequence classifier.
+"""Export a checkpoint for use elsewhere: one task as a plain Hugging Face sequence
+classifier, or every head with its task definitions and a model card.
 
     python -m mtdnn.export --checkpoint RUN/best --task scitail --out DIR
+    python -m mtdnn.export --checkpoint RUN/best --all-tasks --out DIR   # multi-head
+
+A multi-head export is the checkpoint's model without its training state (``encoder/``,
+``heads.safetensors``, ``task_defs.yaml``, ``config.yaml``, ``checkpoint.json``) plus a
+model card (``README.md``: tasks, dev metrics, training data, caveats); ``Predictor(DIR)``
+and ``mtdnn-predict --checkpoint DIR`` load it.
 
 The folder loads with ``AutoModelForSequenceClassification.from_pretrained(DIR)`` and
 ``pipeline("text-classification", model=DIR)``, with the task's label names. This works
@@ -85,19 +92,94 @@ def export_task(checkpoint: Path, task_name: str, out: Path, overwrite: bool = F
     return out
 
 
+MODEL_FILES = ("encoder", "heads.safetensors", "task_defs.yaml", "config.yaml",
+               "checkpoint.json")
+NLI_CAVEAT = ("all-MiniLM-L6-v2 was contrastively trained on data that includes SNLI and "
+              "MNLI, so its NLI results (MNLI, RTE, SNLI, SciTail, ...) are not those of a "
+              "plain BERT and not comparable to BERT rows in papers.")
+
+
+def model_card(checkpoint: Path) -> str:
+    """A model card from what the checkpoint records: its tasks, the dev metrics at the
+    step it was saved, the data it was trained on and the encoder it started from."""
+    import json
+
+    from mtdnn.checkpoint import load_checkpoint_tasks
+    from mtdnn.config import PACKAGED_ENCODER
+    from mtdnn.schema import load_yaml
+
+    tasks = load_checkpoint_tasks(checkpoint)
+    info = json.loads((checkpoint / "checkpoint.json").read_text(encoding="utf-8"))
+    config = load_yaml(checkpoint / "config.yaml") or {}
+    lines = ["---", "library_name: transformers",
+             "tags: [mtdnn, multi-task, text-classification]", "---", "",
+             f"# {checkpoint.parent.name or 'mtdnn'}: {len(tasks)} task head(s)", "",
+             "A shared encoder with one head per task, trained with mtdnn (multi-task "
+             "fine-tuning with SMART). Load it with "
+             "`mtdnn.Predictor(this_folder)` or `mtdnn-predict --checkpoint this_folder`.", "",
+             "| task | type | labels | inputs | dev metrics |", "|---|---|---|---|---|"]
+    metrics = info.get("metrics") or {}
+    for name, task in tasks.items():
+        shown = ", ".join(f"{k} {100 * v:.1f}" for k, v in metrics.get(name, {}).items())
+        lines.append(f"| {name} | {task.type} | {', '.join(task.labels) or '—'} | "
+                     f"{', '.join(task.inputs)} | {shown or 'not evaluated'} |")
+    lines += ["", f"Dev metrics at step {info.get('step')} (epoch {info.get('epoch')}).", "",
+              "## Training", "", f"- encoder: `{config.get('encoder')}`"
+              + (f", first {config['encoder_layers']} layers" if config.get("encoder_layers")
+                 else ""),
+              f"- started from: `{config.get('init_checkpoint') or 'the pre-trained encoder'}`"]
+    data_dir = config.get("data_dir", "data")
+    for name, spec in (config.get("tasks") or {}).items():
+        spec = spec or {}
+        train = spec.get("train") or f"{data_dir}/{name}/train.jsonl"
+        dev = spec.get("dev") or f"{data_dir}/{name}/dev.jsonl"
+        lines.append(f"- {name}: trained on `{train}`, scored on `{dev}`")
+    smart = config.get("smart") or {}
+    lines.append(f"- SMART: {'on' if smart.get('enabled') else 'off'}; seed "
+                 f"{config.get('seed')}, precision {config.get('precision')}")
+    if config.get("encoder") == PACKAGED_ENCODER:
+        lines += ["", "## Caveat", "", NLI_CAVEAT]
+    return "\n".join(lines) + "\n"
+
+
+def export_all_tasks(checkpoint: Path, out: Path, overwrite: bool = False) -> Path:
+    """Write every head of ``checkpoint`` with its task definitions and a model card."""
+    import shutil
+
+    from mtdnn.checkpoint import check_checkpoint
+
+    check_output(out, [checkpoint], key="--out", overwrite=overwrite, folder=True)
+    check_checkpoint(checkpoint)
+    card = model_card(checkpoint)
+    with atomic_dir(out) as tmp:
+        for name in MODEL_FILES:
+            source = checkpoint / name
+            (shutil.copytree if source.is_dir() else shutil.copyfile)(source, tmp / name)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mtdnn.export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, required=True,
                         help="checkpoint folder written by train.py (e.g. runs/rte/best)")
-    parser.add_argument("--task", required=True, help="the task whose head is exported")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--task", help="the task whose head is exported (a Hugging Face "
+                                      "sequence classifier)")
+    which.add_argument("--all-tasks", action="store_true",
+                       help="every head, with the task definitions and a model card")
     parser.add_argument("--out", type=Path, required=True,
                         help="new folder for the Hugging Face model")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --out folder (never the checkpoint)")
     add_debug_flag(parser)
     args = parser.parse_args(argv)
-    print(f"exported: {export_task(args.checkpoint, args.task, args.out, args.overwrite)}")
+    if args.all_tasks:
+        out = export_all_tasks(args.checkpoint, args.out, args.overwrite)
+    else:
+        out = export_task(args.checkpoint, args.task, args.out, args.overwrite)
+    print(f"exported: {out}")
 
 
 if __name__ == "__main__":

@@ -52,3 +52,27 @@ def test_export_of_an_unknown_task_fails_and_writes_nothing(stage_one: Path,
     assert "task 'cola' is not in this checkpoint" in result.stderr
     assert "rte" in result.stderr and str(stage_one / "best") in result.stderr
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_all_tasks_export_has_every_head_a_model_card_and_no_training_state(
+        stage_one: Path, tmp_path: Path) -> None:
+    from mtdnn import Predictor
+
+    out = tmp_path / "multi"
+    result = subprocess.run([sys.executable, "-m", "mtdnn.export", "--checkpoint",
+                             str(stage_one / "best"), "--all-tasks", "--out", str(out)],
+                            cwd=REPO, text=True, capture_output=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md", "checkpoint.json", "config.yaml", "encoder", "heads.safetensors",
+        "task_defs.yaml"]
+    card = (out / "README.md").read_text()
+    logged = json.loads((stage_one / "best" / "checkpoint.json").read_text())["metrics"]
+    for task, metrics in logged.items():
+        row = next(line for line in card.splitlines() if line.startswith(f"| {task} |"))
+        assert f"accuracy {100 * metrics['accuracy']:.1f}" in row
+    assert "contrastively trained on data that includes SNLI and MNLI" in card
+    pairs = [("A man plays.", "Someone makes music."), ("Cells divide.", "Dogs bark.")]
+    exported = Predictor(out, precision="fp32").predict(pairs)
+    original = Predictor(stage_one / "best", precision="fp32").predict(pairs)
+    assert exported == original and set(exported[0]) == {"rte", "mrpc", "scitail"}
