@@ -9,17 +9,20 @@ A multi-head export is the checkpoint's model without its training state (``enco
 model card (``README.md``: tasks, dev metrics, training data, caveats); ``Predictor(DIR)``
 and ``mtdnn-predict --checkpoint DIR`` load it.
 
-The folder loads with ``AutoModelForSequenceClassification.from_pretrained(DIR)`` and
-``pipeline("text-classification", model=DIR)``, with the task's label names. This works
-where Hugging Face's classification head is ours (dropout → linear on the pooler output):
-BERT and its relatives. The export is checked before it is written: both models score the
-same probe inputs and must agree, otherwise the error names the encoder type.
+A one-task folder loads with ``AutoModelForSequenceClassification.from_pretrained(DIR)`` and
+``pipeline("text-classification", model=DIR)``, with the task's label names. Where Hugging
+Face's own head for the encoder family is ours (dropout → linear on the pooler output: BERT
+and its relatives) it is that family's class; for any other family the folder carries
+mtdnn's head as code (``modeling_mtdnn.py``), loaded with ``trust_remote_code=True``. The
+export is checked before it is written: both models score the same probe inputs and must
+agree, otherwise the error names the encoder.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -37,22 +40,47 @@ PROBES = (("A man is playing a guitar on stage.", "Someone is making music."),
 def sequence_classifier(model: MultiTaskModel, task_name: str, encoder_dir: Path
                         ) -> PreTrainedModel:
     """An ``AutoModelForSequenceClassification`` holding ``model``'s encoder and the head of
-    ``task_name`` (raises if that model type's head is not dropout → linear on the pooler)."""
+    ``task_name``: the family's own class where its head is ours (dropout → linear on the
+    pooler output: BERT and its relatives), else the portable class shipped with the export
+    (:mod:`mtdnn.portable.modeling_mtdnn`, loaded with ``trust_remote_code=True``)."""
     task = model.tasks[task_name]
     config = AutoConfig.from_pretrained(encoder_dir)
-    config.num_labels = task.num_outputs
-    for key, value in task.task_type.labels.hf_config(task.labels).items():
+    labels = {"num_labels": task.num_outputs, **task.task_type.labels.hf_config(task.labels)}
+    for key, value in labels.items():
         setattr(config, key, value)
     with quiet_transformers():
-        classifier = AutoModelForSequenceClassification.from_config(config)
+        try:
+            classifier = AutoModelForSequenceClassification.from_config(config)
+        except ValueError:  # a family without a sequence-classification class
+            classifier = None
     head = getattr(classifier, "classifier", None)
-    base = classifier.base_model
-    if not isinstance(head, nn.Linear) or getattr(base, "pooler", None) is None:
-        raise MtdnnError(f"cannot export a '{config.model_type}' encoder: its Hugging Face "
-                         "classification head is not dropout → linear on the pooler output",
-                         file=encoder_dir, allowed="BERT-family encoders")
-    base.load_state_dict(model.encoder.state_dict())
-    head.load_state_dict(model.heads[task_name].proj.state_dict())
+    base = getattr(classifier, "base_model", None)
+    if isinstance(head, nn.Linear) and getattr(base, "pooler", None) is not None:
+        base.load_state_dict(model.encoder.state_dict())
+        head.load_state_dict(model.heads[task_name].proj.state_dict())
+        return classifier.eval()
+    return portable_classifier(model, task_name, config, labels)
+
+
+def portable_classifier(model: MultiTaskModel, task_name: str, encoder_config: Any,
+                        labels: dict[str, Any]) -> PreTrainedModel:
+    """mtdnn's head on any encoder family, as a class whose code the export carries."""
+    from mtdnn.portable.modeling_mtdnn import (
+        MtdnnClassifierConfig,
+        MtdnnForSequenceClassification,
+    )
+
+    MtdnnClassifierConfig.register_for_auto_class()
+    MtdnnForSequenceClassification.register_for_auto_class(
+        "AutoModelForSequenceClassification")
+    encoder = {k: v for k, v in encoder_config.to_dict().items()
+               if k not in ("num_labels", "id2label", "label2id", "architectures")}
+    config = MtdnnClassifierConfig(encoder=encoder,
+                                   head_dropout=model.heads[task_name].dropout.p, **labels)
+    with quiet_transformers():
+        classifier = MtdnnForSequenceClassification(config)
+    classifier.encoder.load_state_dict(model.encoder.state_dict())
+    classifier.classifier.load_state_dict(model.heads[task_name].proj.state_dict())
     return classifier.eval()
 
 
@@ -72,7 +100,9 @@ def check_same_outputs(model: MultiTaskModel, classifier: PreTrainedModel, task_
     if not torch.allclose(ours, theirs, atol=1e-5, rtol=1e-4):
         gap = (ours - theirs).abs().max().item()
         raise MtdnnError(f"the exported model's outputs differ from the checkpoint's (max gap "
-                         f"{gap:.2e})", file=encoder_dir, allowed="BERT-family encoders")
+                         f"{gap:.2e})", file=encoder_dir,
+                         allowed="an encoder whose forward takes input_ids, attention_mask "
+                                 "(and token_type_ids)")
 
 
 def export_task(checkpoint: Path, task_name: str, out: Path, overwrite: bool = False) -> Path:

@@ -76,3 +76,34 @@ def test_all_tasks_export_has_every_head_a_model_card_and_no_training_state(
     exported = Predictor(out, precision="fp32").predict(pairs)
     original = Predictor(stage_one / "best", precision="fp32").predict(pairs)
     assert exported == original and set(exported[0]) == {"rte", "mrpc", "scitail"}
+
+
+def test_an_encoder_without_bert_s_head_exports_with_portable_code(
+        tiny_tokenizer, tmp_path: Path) -> None:
+    """ELECTRA has no pooler and its own two-layer head: the export carries mtdnn's head
+    as code, and the loaded model scores as the checkpoint does."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, ElectraConfig, ElectraModel
+
+    from mtdnn.checkpoint import save_checkpoint
+    from mtdnn.export import export_task
+    from mtdnn.model import MultiTaskModel
+    from mtdnn.task_def import load_task_defs
+
+    torch.manual_seed(0)
+    encoder = ElectraModel(ElectraConfig(
+        vocab_size=tiny_tokenizer.vocab_size, embedding_size=32, hidden_size=32,
+        num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=128))
+    model = MultiTaskModel(encoder, {"rte": load_task_defs()["rte"]})
+    checkpoint = tmp_path / "checkpoint"
+    save_checkpoint(checkpoint, model, tiny_tokenizer, "tasks: [rte]\n",
+                    {"step": 1, "epoch": 0, "metrics": None})
+    out = export_task(checkpoint, "rte", tmp_path / "exported")
+    assert (out / "modeling_mtdnn.py").is_file()
+    loaded = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True)
+    batch = tiny_tokenizer(["A man plays."], ["Someone makes music."], return_tensors="pt")
+    model.eval()
+    with torch.inference_mode():
+        assert torch.allclose(loaded.eval()(**batch).logits, model("rte", **batch), atol=1e-5)
+    assert loaded.config.id2label == {0: "entailment", 1: "not_entailment"}
