@@ -600,7 +600,8 @@ def write_report(config: ExperimentConfig,
         tasks = list(grid_tasks(config))
         table = report.subsets_table(
             tasks, {t: list(task_subsets(config, t)) for t in tasks},
-            isinstance(config.subsets, dict), sizes, arms, records, config.baseline)
+            isinstance(config.subsets, dict), sizes, arms, records, config.baseline,
+            {arm: set(spec.tasks or tasks) for arm, spec in config.arms.items()})
         plot_subsets(records, tasks, arms, out / "results.png")
     else:
         table = report.tasks_table(arms, records, stage_rows(config), list(config.tasks),

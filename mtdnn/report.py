@@ -109,9 +109,11 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
 
 def subsets_table(tasks: list[str], subsets: dict[str, list[str]], per_task_heads: bool,
                   sizes: dict[str, dict[str, dict[str, Any]]], arms: list[str],
-                  records: list[Record], baseline: str | None = None) -> str:
+                  records: list[Record], baseline: str | None = None,
+                  runs_on: dict[str, set[str]] | None = None) -> str:
     """Table 5's layout. ``sizes[task][subset]`` has ``size``, ``available`` and, for a
-    subset not run, the ``reason``."""
+    subset not run, the ``reason``; ``runs_on[arm]``, the tasks an arm runs on (default:
+    all; the others are left out of that task's block)."""
     lines = [] if per_task_heads else table_head(subsets[tasks[0]])
     for task in tasks:
         if per_task_heads:
@@ -120,18 +122,22 @@ def subsets_table(tasks: list[str], subsets: dict[str, list[str]], per_task_head
         lines.append("| #Training Data | " + " | ".join(
             f"{sizes[task][s]['size']:,}" for s in subsets[task]) + " |")
         for arm in arms:
+            if runs_on is not None and task not in runs_on[arm]:
+                continue
             cells = [mean_std(values(records, arm, task, "accuracy", s))
                      if sizes[task][s]["available"] else f"n/a ({sizes[task][s]['reason']})"
                      for s in subsets[task]]
             lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    pairs = arm_pairs(arms, baseline)
     return "\n".join(lines) + "\n\n" + subsets_differences(
-        tasks, subsets, per_task_heads, sizes, arm_pairs(arms, baseline), records) + \
+        tasks, subsets, per_task_heads, sizes, pairs, records, runs_on) + \
         smart_terms_table(arms, records)
 
 
 def subsets_differences(tasks: list[str], subsets: dict[str, list[str]],
                         per_task_heads: bool, sizes: dict[str, dict[str, dict[str, Any]]],
-                        pairs: list[tuple[str, str]], records: list[Record]) -> str:
+                        pairs: list[tuple[str, str]], records: list[Record],
+                        runs_on: dict[str, set[str]] | None = None) -> str:
     """Arms' differences in dev accuracy points, with Welch's t-test p over seeds: with 3
     seeds a gap of a point can be noise, and the table says so."""
     if not pairs:
@@ -144,6 +150,9 @@ def subsets_differences(tasks: list[str], subsets: dict[str, list[str]],
             lines += ([""] if lines and lines[-1] else []) + table_head(subsets[task])
         lines.append(f"| **{task}** |" + " |" * len(subsets[task]))
         for later, earlier in pairs:
+            if runs_on is not None and not {later, earlier} <= {
+                    arm for arm, on in runs_on.items() if task in on}:
+                continue
             cells = [difference(values(records, later, task, "accuracy", s),
                                 values(records, earlier, task, "accuracy", s))
                      if sizes[task][s]["available"] else "n/a" for s in subsets[task]]
