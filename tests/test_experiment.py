@@ -318,6 +318,12 @@ def test_differences_against_a_baseline_give_welch_p() -> None:
     assert by_pair["mt − encoder"][1] == "+5.0 (no p: 1 seed)"
     assert by_pair["smart − encoder"][1] == "not run"
     assert all(cells[2].rstrip(" |") == "n/a" for cells in by_pair.values())
+    # an arm that does not run on a task (arms.<name>.tasks) is left out of its block
+    narrowed = subsets_table(["scitail"], subsets, False, sizes, ["encoder", "mt", "smart"],
+                             rows, "encoder", {"encoder": {"scitail"}, "mt": {"scitail"},
+                                               "smart": set()})
+    assert "| smart |" not in narrowed and "smart − encoder" not in narrowed
+    assert "| mt − encoder |" in narrowed
 
 
 def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
