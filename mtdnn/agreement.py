@@ -1,0 +1,200 @@
+"""Accuracy and KL to human label distributions, broken down by annotator agreement (the
+SMART paper's Figure 2, on ChaosNLI's 100 labels per pair).
+
+    python -m mtdnn.agreement report --chaosnli ../shared/data/chaosnli/chaosNLI_snli.jsonl \\
+        --dev data/snli/dev.jsonl --predictions encoder=runs/a.jsonl mt-dnn=runs/b.jsonl \\
+        --out results/agreement/snli
+    python -m mtdnn.agreement exclude --chaosnli ../shared/data/chaosnli/chaosNLI_mnli_m.jsonl \\
+        --input data/mnli/dev_matched.jsonl --output data/mnli/dev_matched_no_chaosnli.jsonl
+
+ChaosNLI (Nie et al., 2020) chose low-agreement pairs of SNLI and MNLI dev: each has 3/2/0
+or 3/1/1 agreement among its original 5 annotators, and 100 new labels. Its pairs are
+joined to our dev rows by text (lower-cased, all whitespace removed: part of SNLI dev here
+is tokenised). Per level (3/2/0, 3/1/1, and the rest of dev, outside ChaosNLI) the report
+gives accuracy against the dev label and, where annotations exist, KL(human ‖ model) to the
+100-label distribution and to the original 5 labels. ``exclude`` removes ChaosNLI's pairs
+from a file, so that a model trained on MNLI dev_matched never sees them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
+from mtdnn.files import atomic_write_json, atomic_write_text, check_output, read_jsonl
+
+LABELS = ("entailment", "neutral", "contradiction")  # ChaosNLI's e, n, c order
+LEVELS = ("3/2/0", "3/1/1", "rest of dev")
+
+
+def pair_key(premise: str, hypothesis: str) -> str:
+    """The same pair whatever its tokenisation: lower case, no whitespace, PTB quotes
+    (`` '') as plain ones."""
+    def norm(text: str) -> str:
+        text = text.replace("``", '"').replace("''", '"')
+        return re.sub(r"\s+", "", text.lower())
+
+    return norm(premise) + "\t" + norm(hypothesis)
+
+
+def agreement_level(old_labels: list[str]) -> str:
+    """``3/2/0`` or ``3/1/1`` from the original annotators' labels."""
+    counts = sorted(Counter(old_labels).values(), reverse=True) + [0, 0]
+    return "/".join(str(c) for c in counts[:3])
+
+
+def load_chaosnli(path: Path) -> dict[str, dict[str, Any]]:
+    """pair key -> its agreement level, 100-label and 5-label distributions."""
+    pairs = {}
+    for line, row in read_jsonl(path):
+        try:
+            example, old = row["example"], row["old_labels"]
+            human = np.asarray(row["label_dist"], dtype=float)
+        except (KeyError, TypeError):
+            raise MtdnnError("not a ChaosNLI row (example, old_labels, label_dist)",
+                             file=path, line=line, allowed="ChaosNLI v1.0 jsonl") from None
+        five = np.array([sum(label == name for label in old) for name in LABELS], float)
+        pairs[pair_key(example["premise"], example["hypothesis"])] = {
+            "level": agreement_level(old), "human": human / human.sum(),
+            "five": five / max(five.sum(), 1.0)}
+    return pairs
+
+
+def kl(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p ‖ q) in nats; terms where p is 0 add nothing, q is kept off 0."""
+    q = np.clip(q, 1e-12, None)
+    mask = p > 0
+    return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
+
+
+def breakdown(dev: list[dict[str, Any]], predictions: list[dict[str, Any]],
+              chaos: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per agreement level: pairs, accuracy (%) and mean KL to the 100 and 5 labels."""
+    by_uid = {p["uid"]: p for p in predictions}
+    left_out = 0
+    found: dict[str, dict[str, list[float]]] = {level: {"correct": [], "kl_100": [],
+                                                        "kl_5": []} for level in LEVELS}
+    for row in dev:
+        predicted = by_uid.get(row["uid"])
+        if predicted is None:
+            raise MtdnnError(f"no prediction for dev row '{row['uid']}'", key="--predictions",
+                             allowed="predictions of the whole dev file (predict.py)")
+        item = chaos.get(pair_key(row["premise"], row["hypothesis"]))
+        level = item["level"] if item else LEVELS[2]
+        if level not in found:  # e.g. 3/1/0: a pair with only 4 original labels
+            left_out += 1
+            continue
+        found[level]["correct"].append(float(predicted["prediction"] == row.get("label")))
+        if item:
+            model = np.array([predicted["probabilities"][name] for name in LABELS])
+            found[level]["kl_100"].append(kl(item["human"], model))
+            found[level]["kl_5"].append(kl(item["five"], model))
+    result = {level: {"pairs": len(v["correct"]),
+                    "accuracy": 100 * float(np.mean(v["correct"])) if v["correct"] else math.nan,
+                    "kl_100": float(np.mean(v["kl_100"])) if v["kl_100"] else math.nan,
+                    "kl_5": float(np.mean(v["kl_5"])) if v["kl_5"] else math.nan}
+              for level, v in found.items()}
+    result["other agreement (left out)"] = {"pairs": left_out}
+    return result
+
+
+def table(results: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Models × levels: accuracy, then KL to the 100 labels and to the 5 labels."""
+    def cell(value: float, digits: str) -> str:
+        return "—" if math.isnan(value) else format(value, digits)
+
+    first = next(iter(results.values()))
+    lines = ["| model | " + " | ".join(f"{level} ({first[level]['pairs']:,} pairs)"
+                                       for level in LEVELS) + " |",
+             "|---" * (len(LEVELS) + 1) + "|"]
+    for measure, digits, title in (("accuracy", ".1f", "accuracy %"),
+                                   ("kl_100", ".3f", "KL to the 100 ChaosNLI labels"),
+                                   ("kl_5", ".3f", "KL to the original 5 labels")):
+        lines.append(f"| **{title}** |" + " |" * len(LEVELS))
+        for model, levels in results.items():
+            lines.append(f"| {model} | " + " | ".join(cell(levels[level][measure], digits)
+                                                      for level in LEVELS) + " |")
+    left_out = first["other agreement (left out)"]["pairs"]
+    if left_out:
+        lines += ["", f"{left_out} ChaosNLI pairs with another original agreement (e.g. 3/1 "
+                      "among only 4 labels) are left out."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
+    from mtdnn.plots import _pyplot, _save
+
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    width = 0.8 / max(len(results), 1)
+    for number, (model, levels) in enumerate(results.items()):
+        xs = np.arange(len(LEVELS)) + number * width
+        axes[0].bar(xs, [levels[level]["accuracy"] for level in LEVELS], width, label=model)
+        axes[1].bar(xs[:2], [levels[level]["kl_100"] for level in LEVELS[:2]], width,
+                    label=model)
+    axes[0].set_xticks(np.arange(len(LEVELS)) + 0.4 - width / 2, LEVELS)
+    axes[1].set_xticks(np.arange(2) + 0.4 - width / 2, LEVELS[:2])
+    axes[0].set_ylabel("dev accuracy (%)")
+    axes[1].set_ylabel("KL(ChaosNLI 100 labels ‖ model)")
+    for ax in axes:
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend()
+    _save(fig, path)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [row for _, row in read_jsonl(path)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mtdnn.agreement", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_debug_flag(parser)
+    commands = parser.add_subparsers(dest="command", required=True)
+    report = commands.add_parser("report", help="accuracy and KL by agreement level")
+    report.add_argument("--chaosnli", type=Path, required=True, help="ChaosNLI jsonl")
+    report.add_argument("--dev", type=Path, required=True, help="the dev file predicted")
+    report.add_argument("--predictions", nargs="+", required=True, metavar="NAME=FILE",
+                        help="predict.py outputs of the whole dev file, one per model")
+    report.add_argument("--out", type=Path, required=True,
+                        help="writes <out>.md, <out>.json and <out>.png")
+    exclude = commands.add_parser("exclude", help="drop ChaosNLI's pairs from a file")
+    exclude.add_argument("--chaosnli", type=Path, required=True, help="ChaosNLI jsonl")
+    exclude.add_argument("--input", type=Path, required=True, help="canonical JSONL")
+    exclude.add_argument("--output", type=Path, required=True, help="canonical JSONL")
+    args = parser.parse_args(argv)
+    chaos = load_chaosnli(args.chaosnli)
+    if args.command == "exclude":
+        check_output(args.output, [args.input, args.chaosnli], key="--output", overwrite=False)
+        rows = read_rows(args.input)
+        kept = [r for r in rows if pair_key(r["premise"], r["hypothesis"]) not in chaos]
+        atomic_write_text(args.output, "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                               for r in kept))
+        print(f"kept {len(kept):,} of {len(rows):,} rows ({len(rows) - len(kept):,} ChaosNLI "
+              f"pairs removed): {args.output}")
+        return
+    dev = read_rows(args.dev)
+    results = {}
+    for spec in args.predictions:
+        name, sep, file = spec.partition("=")
+        if not sep:
+            raise MtdnnError(f"{spec!r} is not NAME=FILE", key="--predictions",
+                             allowed="e.g. mt-dnn=runs/mt/snli_dev.jsonl")
+        results[name] = breakdown(dev, read_rows(Path(file)), chaos)
+    text = table(results)
+    atomic_write_text(args.out.with_suffix(".md"), text)
+    atomic_write_json(args.out.with_suffix(".json"), results)
+    plot(results, args.out.with_suffix(".png"))
+    print(text)
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,100 @@
+"""Figure 2's breakdown (accuracy and KL by annotator agreement) on a hand-made fixture."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+CHAOS = [  # two low-agreement pairs; the first tokenised differently from our dev file
+    {"uid": "c1", "label_dist": [0.3, 0.7, 0.0], "example": {
+        "premise": "A man, sitting.", "hypothesis": "A person sits."},
+     "old_labels": ["neutral", "neutral", "neutral", "entailment", "entailment"]},
+    {"uid": "c2", "label_dist": [0.5, 0.25, 0.25], "example": {
+        "premise": "Dogs run.", "hypothesis": "Cats sleep."},
+     "old_labels": ["entailment", "entailment", "entailment", "neutral", "contradiction"]},
+]
+DEV = [
+    {"uid": "d1", "premise": "A man , sitting .", "hypothesis": "A person sits .",
+     "label": "neutral"},
+    {"uid": "d2", "premise": "Dogs run.", "hypothesis": "Cats sleep.", "label": "entailment"},
+    {"uid": "d3", "premise": "It rains.", "hypothesis": "It is wet.", "label": "entailment"},
+    {"uid": "d4", "premise": "It snows.", "hypothesis": "It is hot.", "label": "contradiction"},
+]
+
+
+def prediction(uid: str, e: float, n: float, c: float) -> dict:
+    names = {"entailment": e, "neutral": n, "contradiction": c}
+    return {"uid": uid, "prediction": max(names, key=names.get), "probabilities": names}
+
+
+PREDICTIONS = [prediction("d1", 0.2, 0.8, 0.0), prediction("d2", 0.1, 0.6, 0.3),
+               prediction("d3", 0.9, 0.05, 0.05), prediction("d4", 0.6, 0.2, 0.2)]
+
+
+def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
+    from mtdnn.agreement import breakdown, load_chaosnli
+
+    chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", CHAOS))
+    result = breakdown(DEV, PREDICTIONS, chaos)
+    assert [result[level]["pairs"] for level in ("3/2/0", "3/1/1", "rest of dev")] == [1, 1, 2]
+    assert result["3/2/0"]["accuracy"] == 100.0  # neutral, as labelled
+    assert result["3/1/1"]["accuracy"] == 0.0    # neutral, labelled entailment
+    assert result["rest of dev"]["accuracy"] == 50.0
+    # KL(human ‖ model) in nats, written out term by term
+    assert result["3/2/0"]["kl_100"] == pytest.approx(0.3 * math.log(0.3 / 0.2) +
+                                                      0.7 * math.log(0.7 / 0.8))
+    assert result["3/1/1"]["kl_100"] == pytest.approx(
+        0.5 * math.log(0.5 / 0.1) + 0.25 * math.log(0.25 / 0.6) + 0.25 * math.log(0.25 / 0.3))
+    assert result["3/2/0"]["kl_5"] == pytest.approx(0.4 * math.log(0.4 / 0.2) +
+                                                    0.6 * math.log(0.6 / 0.8))
+    assert math.isnan(result["rest of dev"]["kl_100"])  # no annotations outside ChaosNLI
+
+
+def test_report_and_exclude_commands(tmp_path: Path) -> None:
+    chaos = write_jsonl(tmp_path / "chaos.jsonl", CHAOS)
+    dev = write_jsonl(tmp_path / "dev.jsonl", DEV)
+    preds = write_jsonl(tmp_path / "preds.jsonl", PREDICTIONS)
+    out = tmp_path / "report"
+    report = subprocess.run([sys.executable, "-m", "mtdnn.agreement", "report", "--chaosnli",
+                             str(chaos), "--dev", str(dev), "--predictions", f"m={preds}",
+                             f"n={preds}", "--out", str(out)], cwd=REPO, text=True,
+                            capture_output=True)
+    assert report.returncode == 0, report.stderr[-3000:]
+    lines = out.with_suffix(".md").read_text().splitlines()
+    assert lines[0] == "| model | 3/2/0 (1 pairs) | 3/1/1 (1 pairs) | rest of dev (2 pairs) |"
+    assert "| m | 100.0 | 0.0 | 50.0 |" in lines and "| n | 100.0 | 0.0 | 50.0 |" in lines
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    kept = tmp_path / "train.jsonl"
+    exclude = subprocess.run([sys.executable, "-m", "mtdnn.agreement", "exclude", "--chaosnli",
+                              str(chaos), "--input", str(dev), "--output", str(kept)],
+                             cwd=REPO, text=True, capture_output=True)
+    assert exclude.returncode == 0, exclude.stderr[-3000:]
+    assert [json.loads(line)["uid"] for line in kept.read_text().splitlines()] == ["d3", "d4"]
+
+
+def test_ptb_quotes_join_and_other_agreement_is_left_out(tmp_path: Path) -> None:
+    from mtdnn.agreement import breakdown, load_chaosnli, pair_key
+
+    assert pair_key("A banner reading `` Lotos . ''", "X .") == \
+        pair_key('A banner reading "Lotos."', "X.")
+    four = {"uid": "c3", "label_dist": [0.1, 0.1, 0.8], "example": {
+        "premise": "It snows.", "hypothesis": "It is hot."},
+        "old_labels": ["contradiction"] * 3 + ["neutral"]}
+    chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", [*CHAOS, four]))
+    result = breakdown(DEV, PREDICTIONS, chaos)
+    assert result["other agreement (left out)"]["pairs"] == 1
+    assert result["rest of dev"]["pairs"] == 1
