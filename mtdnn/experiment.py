@@ -455,6 +455,17 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
 SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
 
 
+def logged_evaluations(run_dir: Path) -> list[dict[str, Any]]:
+    """Every dev evaluation of a run (step, epoch, metrics): the learning curve, kept in the
+    record so that a published record shows whether the run had converged."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [{"step": e["step"], "epoch": e["epoch"], "metrics": e["metrics"]}
+            for e in entries if e.get("kind") == "eval"]
+
+
 def logged_smart_terms(run_dir: Path) -> dict[str, dict[str, float]]:
     """Median and maximum over a run's log lines of each SMART term it logged: the
     evidence that a regulariser was active, and how strong it was next to the task loss."""
@@ -504,7 +515,8 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "train_file": entry["file"] if cell.task != MULTITASK else None,
               "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
               else None, "precision": summary["precision"], "steps": summary["steps"],
-              "metrics": summary["last"]["metrics"], "smart_terms": logged_smart_terms(folder),
+              "metrics": summary["last"]["metrics"], "evaluations": logged_evaluations(folder),
+              "smart_terms": logged_smart_terms(folder),
               "train_examples_per_s": summary["train_examples_per_s"],
               "wall_seconds": round(time.perf_counter() - started, 1)}
     atomic_write_json(folder / RECORD, record)

@@ -72,6 +72,7 @@ def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
     assert set(record) >= {"arm", "task", "subset", "train_size", "seed", "metrics",
                            "wall_seconds", "train_keys", "start_fingerprint", "precision"}
     assert set(record["metrics"]) == {record["task"]}
+    assert record["evaluations"][-1]["metrics"] == record["metrics"]  # the learning curve
     assert {json.loads(p.read_text())["steps"] for p in results} == {2}
     assert record["train_keys"]["min_steps"] == 2 and "progress_bar" not in record["train_keys"]
     # --publish copied the records and tables, and nothing else (no checkpoints)
