@@ -96,11 +96,13 @@ def _dataset_rows(source: DatasetSource) -> tuple[Iterator[tuple[int, dict[str, 
         f" split {source.split}"
     try:
         dataset = datasets.load_dataset(source.dataset, source.config, split=source.split)
-    except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as error:
+    except (OSError, ValueError, datasets.exceptions.DatasetNotFoundError) as error:
+        # OSError: a missing folder, and a hub name without network (ConnectionError)
         raise MtdnnError(f"cannot load {where}: {str(error).splitlines()[0]}",
                          file=source.dataset, key="dataset",
-                         allowed="a Hugging Face dataset name, or a local folder of data "
-                                 "files, with an existing config and split") from None
+                         allowed="a Hugging Face dataset name (needs network unless cached), "
+                                 "or a local folder of data files, with an existing config "
+                                 "and split") from None
     label = dataset.features.get("label")
     names = getattr(label, "names", None)
     rows = ((number, {**row, "_label_names": names})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -35,7 +36,7 @@ GOOD_EXAMPLE = '{"uid": "a", "sentence1": "P.", "sentence2": "H.", "label": "ent
 class Case:
     kind: str  # one of KINDS
     what: str
-    command: str  # data_prep | train | predict | experiment | export
+    command: str  # data_prep | train | predict | experiment | export | agreement
     setup: Callable[[Path, dict], list[str]]  # (tmp folder, context) -> argv
     expect: str
     code: int = 2  # 130 for Ctrl-C
@@ -528,6 +529,19 @@ CASES = [
          lambda t, c: ["--config", str(write(t / "compare.yaml",
                                              "arms: [plain, smart]\ntrain: {tasks: [rte]}\n"))],
          "key 'arms': found ['plain', 'smart'] (list), expected a mapping"),
+    Case("data file", "CSV train file without a column the task reads", "train",
+         lambda t, c: train_args(t, c, "tasks.rte.train=" + str(write(
+             t / "mine.csv", "premise,hypothesis,label\nA.,B.,entailment\n"))),
+         "mine.csv:2: key 'columns.sentence1': no column 'sentence1' for task 'rte'"),
+    Case("run config", "Hugging Face dataset source offline", "train",
+         lambda t, c: train_args(t, c, "tasks.rte.train={dataset: glue, config: rte}"),
+         "glue: key 'dataset': cannot load dataset glue/rte split train"),
+    Case("CLI argument", "agreement predictions that are not NAME=FILE", "agreement",
+         lambda t, c: ["report", "--chaosnli", str(write(t / "chaos.jsonl", json.dumps(
+             {"example": {"premise": "A.", "hypothesis": "B."}, "old_labels": ["neutral"] * 5,
+              "label_dist": [0, 1, 0]}) + "\n")), "--dev", str(write(t / "dev.jsonl", "")),
+                       "--predictions", "preds.jsonl", "--out", str(t / "report")],
+         "key '--predictions': 'preds.jsonl' is not NAME=FILE"),
     Case("task definition", "labels yes/no that YAML reads as booleans", "train",
          lambda t, c: task_def_args(t, c, GOOD_TASK.replace("[entailment, not_entailment]",
                                                             "[yes, no]")),
@@ -611,6 +625,8 @@ def main_of(command: str) -> Callable[[list[str] | None], object]:
         from mtdnn.experiment import main
     elif command == "export":
         from mtdnn.export import main
+    elif command == "agreement":
+        from mtdnn.agreement import main
     else:
         from predict import main
     return main
