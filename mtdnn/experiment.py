@@ -488,7 +488,9 @@ def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
     if cell.task != MULTITASK:
         keys["tasks"] = {cell.task: {"train": entry["file"],
                                      "dev": task_file(config, cell.task, "dev")}}
-    return {**keys, "data_dir": config.data_dir, "seed": cell.seed, "output_dir": str(folder),
+    # the experiment's data_dir, unless the training keys name their own
+    return {**keys, "data_dir": keys.get("data_dir", config.data_dir), "seed": cell.seed,
+            "output_dir": str(folder),
             "init_checkpoint": None if init is None else str(init), **continue_keys(folder)}
 
 

@@ -94,8 +94,9 @@ class MultiTaskModel(nn.Module):
                 attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None,
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
-        return self.heads[task](self.pool(input_ids, attention_mask, token_type_ids,
-                                          inputs_embeds))
+        return self.heads[task](self.pool(input_ids=input_ids, attention_mask=attention_mask,
+                                          token_type_ids=token_type_ids,
+                                          inputs_embeds=inputs_embeds))
 
     def pool(self, input_ids: torch.Tensor | None = None,
              attention_mask: torch.Tensor | None = None,
