@@ -45,11 +45,18 @@ class Probed:
 
 def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = None) -> Probed:
     """``checkpoint``'s model (or the encoder with a fresh head) and the task's train data."""
-    from mtdnn.components import build_model, choose_device, load_task_data, select_tasks
+    from mtdnn.components import (
+        build_model,
+        choose_device,
+        load_task_data,
+        seed_everything,
+        select_tasks,
+    )
 
     if checkpoint is not None:
         config = dataclasses.replace(config, init_checkpoint=str(checkpoint))
     tasks = select_tasks(config)
+    seed_everything(config.seed)  # a fresh head is drawn from the run's seed: same table twice
     model, tokenizer = build_model(config, tasks, None)
     data = load_task_data(config, tasks, tokenizer)[task_name]
     device, _ = choose_device(config)

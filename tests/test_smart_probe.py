@@ -31,6 +31,13 @@ def test_probe_prints_r_s_growing_with_epsilon(prepared_data: Path, tiny_encoder
         small, large = (float(c[3 + mode]) for c in cells)
         assert 0 < small < large
         assert [float(c[5 + mode]) for c in cells] == pytest.approx([1e-3, 1e-1], rel=1e-3)
+    # the fresh head is drawn from the run's seed: a second probe prints the same table
+    again = io.StringIO()
+    with contextlib.redirect_stdout(again):
+        run_cli(main, ["--task", "rte", "--batches", "2", "--epsilon", "1e-3", "1e-1",
+                       f"tasks.rte.train={rows}", f"encoder={tiny_encoder_dir}",
+                       f"cache_dir={tmp_path / 'cache'}", "batch_size=8", "precision=fp32"])
+    assert [line for line in again.getvalue().splitlines() if line.startswith("| 0.")] == lines
 
 
 def test_probe_refuses_a_radius_that_is_not_positive(capsys: pytest.CaptureFixture) -> None:
