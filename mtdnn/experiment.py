@@ -423,13 +423,42 @@ def claimed(folder: Path) -> Iterator[bool]:
     yield False
 
 
-def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, str]:
-    """A stage's checkpoint (trained, or resumed, if this machine lacks it) and its
-    fingerprint. A stage re-trained in a later session (CPU runs are deterministic) must
-    come out with the weights its finished runs started from."""
+STAGE_POLL_SECONDS = 30
+
+
+def build_stage(config: ExperimentConfig, name: str, seed: int,
+                wait: bool = True) -> tuple[Path, str] | None:
+    """A stage's checkpoint and fingerprint: one worker trains it (claiming its folder);
+    another that needs it waits for it (``wait``) or moves on (returns None)."""
+    folder = Path(config.output_dir) / "stages" / name / f"seed{seed}"
+    while True:
+        with claimed(folder) as mine:
+            if mine:
+                return _build_stage(config, name, seed, folder)
+        if not wait:
+            return None
+        log.info("stage %s seed %d is being trained by another worker; waiting", name, seed)
+        time.sleep(STAGE_POLL_SECONDS)
+
+
+def build_stages(config: ExperimentConfig) -> None:
+    """Every stage seed an arm starts from (``--stages-only``: the long stage-1 runs can
+    start before the fine-tuning settings are chosen); one claimed by another worker is
+    left to it."""
+    needed = {(stage, seed) for arm in config.arms if (stage := stage_of(config, arm))
+              for seed in config.stages[stage].seeds}
+    for stage, seed in sorted(needed):
+        if build_stage(config, stage, seed, wait=False) is None:
+            log.info("stage %s seed %d: another worker trains it", stage, seed)
+
+
+def _build_stage(config: ExperimentConfig, name: str, seed: int, folder: Path
+                 ) -> tuple[Path, str]:
+    """Train (or resume) the stage if this machine lacks it. A stage re-trained in a later
+    session (CPU runs are deterministic) must come out with the weights its finished runs
+    started from."""
     from mtdnn.trainer import train
 
-    folder = Path(config.output_dir) / "stages" / name / f"seed{seed}"
     record = stage_record(config, name, seed)
     keys = stage_train_keys(config, name)
     if not ((folder / "summary.json").is_file() and (folder / "last").is_dir()):
@@ -553,8 +582,8 @@ def run_experiment(config: ExperimentConfig) -> Path:
             stage = stage_of(config, cell.arm)
             init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
             if stage is not None:
-                init, prints[(cell.arm, cell.stage_seed)] = build_stage(config, stage,
-                                                                         cell.stage_seed)
+                init, prints[(cell.arm, cell.stage_seed)] = build_stage(
+                    config, stage, cell.stage_seed)
             log.info("run %s", cell)
             run_cell(config, cell, sizes[cell.task][cell.subset], init,
                      prints[(cell.arm, cell.stage_seed)])
@@ -653,6 +682,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="write the results files from the finished runs; train nothing")
     parser.add_argument("--publish", action="store_true",
                         help="copy the records and results files into publish_dir")
+    parser.add_argument("--stages-only", action="store_true",
+                        help="train the stages the arms start from, and nothing else")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override a config key, e.g. seeds=[13,14] train.epochs=2")
     add_debug_flag(parser)
@@ -660,6 +691,12 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         datefmt="%H:%M:%S")
     config = load_experiment(args.config, args.overrides)
+    if args.stages_only:
+        start_fingerprints(config, running=True)  # stage records checked before training
+        build_stages(config)
+        if args.publish:
+            publish(config)
+        return
     if args.report_only:
         out = make_output_dir(Path(config.output_dir))
         write_report(config, all_sizes(config))

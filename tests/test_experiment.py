@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import REPO, head_jsonl, run_module
@@ -201,10 +202,17 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     }
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump(config))
+    # --stages-only: the long stage-1 runs first, nothing fine-tuned
+    stages = experiment(path, "--stages-only")
+    assert stages.returncode == 0, stages.stderr[-3000:]
+    out = tmp_path / "runs"
+    assert sorted(p.parent.name for p in out.glob("stages/mt/seed*/result.json")) == \
+        ["seed1", "seed2"]
+    assert not (out / "plain").exists() and not (out / "mt").exists()
     first = experiment(path)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "stage mt seed" not in first.stderr  # trained once, by --stages-only
 
-    out = tmp_path / "runs"
     stage_prints = {seed: json.loads((out / f"stages/mt/seed{seed}/result.json").read_text())
                     ["weights_fingerprint"] for seed in (1, 2)}
     assert stage_prints[1] != stage_prints[2]  # two stage-1 seeds, two start points
@@ -343,3 +351,27 @@ def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
     (cell / ".claim").write_text(dead)
     with claimed(cell) as taken:
         assert taken and (cell / ".claim").read_text() == str(os.getpid())
+
+
+def test_a_stage_another_worker_trains_is_waited_for_or_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mtdnn import experiment
+    from mtdnn.experiment import build_stage, claimed, load_experiment
+
+    config = load_experiment(None, [f"output_dir={tmp_path}", "arms={mt: 'stage:s'}",
+                                    "stages={s: {train: {tasks: [rte]}, seeds: [13]}}"])
+    folder = tmp_path / "stages" / "s" / "seed13"
+    waits = []
+
+    def give_up(seconds: float) -> None:
+        waits.append(seconds)
+        raise TimeoutError
+
+    monkeypatch.setattr(experiment.time, "sleep", give_up)
+    with claimed(folder) as mine:  # this process plays the other worker
+        assert mine
+        assert build_stage(config, "s", 13, wait=False) is None
+        with pytest.raises(TimeoutError):
+            build_stage(config, "s", 13)  # waits for the other worker
+    assert waits == [experiment.STAGE_POLL_SECONDS]
+    assert not (folder / "config.yaml").exists()  # nothing trained here
