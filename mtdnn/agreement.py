@@ -6,6 +6,8 @@ SMART paper's Figure 2, on ChaosNLI's 100 labels per pair).
         --out results/agreement/snli
     python -m mtdnn.agreement exclude --chaosnli ../shared/data/chaosnli/chaosNLI_mnli_m.jsonl \\
         --input data/mnli/dev_matched.jsonl --output data/mnli/dev_matched_no_chaosnli.jsonl
+    python -m mtdnn.agreement select --chaosnli ../shared/data/chaosnli/chaosNLI_mnli_m.jsonl \\
+        --input data/mnli/dev_matched.jsonl --output data/mnli/dev_matched_chaosnli.jsonl
 
 ChaosNLI (Nie et al., 2020) chose low-agreement pairs of SNLI and MNLI dev: each has 3/2/0
 or 3/1/1 agreement among its original 5 annotators, and 100 new labels. Its pairs are
@@ -13,7 +15,10 @@ joined to our dev rows by text (lower-cased, all whitespace removed: part of SNL
 is tokenised). Per level (3/2/0, 3/1/1, and the rest of dev, outside ChaosNLI) the report
 gives accuracy against the dev label and, where annotations exist, KL(human ‖ model) to the
 100-label distribution and to the original 5 labels. ``exclude`` removes ChaosNLI's pairs
-from a file, so that a model trained on MNLI dev_matched never sees them.
+from a file, so that a model trained on MNLI dev_matched never sees them; ``select`` keeps
+only them (MNLI's breakdown scores those held-out pairs, and dev_mismatched as the rest).
+The experiment runner's ``agreement`` key computes the breakdown after each run
+(:func:`model_breakdown`) and keeps it in the run's record.
 """
 
 from __future__ import annotations
@@ -24,12 +29,15 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
 from mtdnn.files import atomic_write_json, atomic_write_text, check_output, read_jsonl
+
+if TYPE_CHECKING:
+    from mtdnn.predictor import Predictor
 
 LABELS = ("entailment", "neutral", "contradiction")  # ChaosNLI's e, n, c order
 LEVELS = ("3/2/0", "3/1/1", "rest of dev")
@@ -106,6 +114,21 @@ def breakdown(dev: list[dict[str, Any]], predictions: list[dict[str, Any]],
     return result
 
 
+def model_breakdown(predictor: Predictor, task: str, files: list[Path],
+                    chaosnli: Path) -> dict[str, dict[str, float | None]]:
+    """A model's breakdown on the rows of ``files`` (one dev set, or ChaosNLI's held-out
+    pairs followed by another dev file as the rest); undefined means are None (JSON)."""
+    rows = [{**row, "uid": f"{number}:{row['uid']}"}
+            for number, file in enumerate(files) for row in read_rows(file)]
+    scored = predictor.predict([{"premise": r["premise"], "hypothesis": r["hypothesis"]}
+                                for r in rows], tasks=[task])
+    predictions = [{"uid": row["uid"], **out[task]} for row, out in zip(rows, scored,
+                                                                        strict=True)]
+    result = breakdown(rows, predictions, load_chaosnli(chaosnli))
+    return {level: {name: None if isinstance(value, float) and math.isnan(value) else value
+                    for name, value in values.items()} for level, values in result.items()}
+
+
 def table(results: dict[str, dict[str, dict[str, float]]]) -> str:
     """Models × levels: accuracy, then KL to the 100 labels and to the 5 labels."""
     def cell(value: float, digits: str) -> str:
@@ -166,20 +189,23 @@ def main(argv: list[str] | None = None) -> None:
                         help="predict.py outputs of the whole dev file, one per model")
     report.add_argument("--out", type=Path, required=True,
                         help="writes <out>.md, <out>.json and <out>.png")
-    exclude = commands.add_parser("exclude", help="drop ChaosNLI's pairs from a file")
-    exclude.add_argument("--chaosnli", type=Path, required=True, help="ChaosNLI jsonl")
-    exclude.add_argument("--input", type=Path, required=True, help="canonical JSONL")
-    exclude.add_argument("--output", type=Path, required=True, help="canonical JSONL")
+    for name, text in (("exclude", "drop ChaosNLI's pairs from a file"),
+                       ("select", "keep only ChaosNLI's pairs of a file")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--chaosnli", type=Path, required=True, help="ChaosNLI jsonl")
+        command.add_argument("--input", type=Path, required=True, help="canonical JSONL")
+        command.add_argument("--output", type=Path, required=True, help="canonical JSONL")
     args = parser.parse_args(argv)
     chaos = load_chaosnli(args.chaosnli)
-    if args.command == "exclude":
+    if args.command in ("exclude", "select"):
         check_output(args.output, [args.input, args.chaosnli], key="--output", overwrite=False)
         rows = read_rows(args.input)
-        kept = [r for r in rows if pair_key(r["premise"], r["hypothesis"]) not in chaos]
+        keep = args.command == "select"
+        kept = [r for r in rows if (pair_key(r["premise"], r["hypothesis"]) in chaos) == keep]
         atomic_write_text(args.output, "".join(json.dumps(r, ensure_ascii=False) + "\n"
                                                for r in kept))
-        print(f"kept {len(kept):,} of {len(rows):,} rows ({len(rows) - len(kept):,} ChaosNLI "
-              f"pairs removed): {args.output}")
+        print(f"kept {len(kept):,} of {len(rows):,} rows ({len(rows) - len(kept):,} "
+              f"{'other' if keep else 'ChaosNLI'} pairs removed): {args.output}")
         return
     dev = read_rows(args.dev)
     results = {}

@@ -82,6 +82,16 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class Agreement:
+    """Figure 2's breakdown after each run of an NLI task: accuracy and KL to the human
+    label distribution per annotator-agreement level (:mod:`mtdnn.agreement`)."""
+
+    chaosnli: str  # ChaosNLI's jsonl for the task's dev pairs
+    # the files scored: the dev file, or ChaosNLI's held-out pairs then a dev file as the rest
+    rows: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     arms: dict[str, Arm]
     # each run fine-tunes one of these; none: each run trains train.tasks together
@@ -99,6 +109,14 @@ class ExperimentConfig:
     data_dir: str = "data"
     output_dir: str = "runs/experiment"
     publish_dir: str | None = None  # the tracked folder --publish copies records into
+    # where the stages live (default <output_dir>/stages): experiments that declare a stage
+    # with the same keys and name one stage_dir train it once and start from the same weights
+    stage_dir: str | None = None
+    # other experiments' folders (output or publish): a finished run there counts here when
+    # it ran the same task files and seed with the same training keys, backend and start
+    # weights; it is copied in with ``reused_from`` naming its source, never re-run
+    reuse_from: tuple[str, ...] = ()
+    agreement: dict[str, Agreement] = field(default_factory=dict)  # task -> its breakdown
     layout: Literal["tasks", "subsets"] = "tasks"  # Tables 3/4 or Table 5
     # the arm every other is compared with (Welch's p); none: every pair of arms
     baseline: str | None = None
@@ -172,6 +190,11 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
     if config.baseline is not None and config.baseline not in config.arms:
         raise MtdnnError(f"baseline '{config.baseline}' is not an arm", file=path,
                          key="baseline", allowed=", ".join(config.arms))
+    strangers = [t for t in config.agreement if t not in config.tasks]
+    if strangers:
+        raise MtdnnError(f"agreement names task '{strangers[0]}', which the experiment does "
+                         "not run", file=path, key=f"agreement.{strangers[0]}",
+                         allowed=", ".join(config.tasks) or "tasks given under tasks:")
     for name in config.stages:
         config_from_dict(stage_train_keys(config, name, source),
                          source=f"{source} (stages.{name})")
@@ -327,6 +350,50 @@ def find_record(config: ExperimentConfig, relative: Path) -> Path | None:
     return None
 
 
+def stage_folder(config: ExperimentConfig, name: str, seed: int) -> Path:
+    root = Path(config.stage_dir) if config.stage_dir else Path(config.output_dir) / "stages"
+    return root / name / f"seed{seed}"
+
+
+def find_stage_record(config: ExperimentConfig, name: str, seed: int) -> Path | None:
+    """A stage's record where it is trained, or one already published."""
+    here = stage_folder(config, name, seed) / RECORD
+    if here.is_file():
+        return here
+    return find_record(config, Path("stages") / name / f"seed{seed}")
+
+
+# What must be equal for a finished run of another experiment to count as a run of this one.
+REUSE_FIELDS = ("task", "train_file", "dev_file", "seed", "stage_seed", "backend",
+                "train_keys", "start_fingerprint")
+
+
+def reusable_record(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+                    fingerprint: str | None) -> Path | None:
+    """A finished run in ``reuse_from`` that is this cell's run under another arm name."""
+    wanted = {"task": cell.task, "train_file": entry["file"],
+              "dev_file": task_file(config, cell.task, "dev"), "seed": cell.seed,
+              "stage_seed": cell.stage_seed, "backend": config.arms[cell.arm].backend,
+              "train_keys": arm_train_keys(config, cell.arm), "start_fingerprint": fingerprint}
+    for root in config.reuse_from:
+        if not Path(root).is_dir():
+            log.warning("reuse_from: no folder %s (yet); nothing reused from it", root)
+            continue
+        for path in sorted(Path(root).glob(f"*/{cell.task}/*/*/{RECORD}")):
+            record = read_json(path)
+            if all(record.get(name) == wanted[name] for name in REUSE_FIELDS):
+                return path
+    return None
+
+
+def reuse(config: ExperimentConfig, cell: Cell, source: Path) -> None:
+    """Copy a finished run of another experiment in as this cell's record."""
+    record = {**read_json(source), "arm": cell.arm, "subset": cell.subset,
+              "reused_from": str(source)}
+    atomic_write_json(Path(config.output_dir) / cell.folder / RECORD, record)
+    log.info("reused %s for %s", source, cell)
+
+
 # --- checks --------------------------------------------------------------------------
 
 def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], path: Path,
@@ -352,7 +419,7 @@ def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], p
 
 
 def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, Any] | None:
-    path = find_record(config, Path("stages") / name / f"seed{seed}")
+    path = find_stage_record(config, name, seed)
     if path is None:
         return None
     record = read_json(path)
@@ -430,7 +497,7 @@ def build_stage(config: ExperimentConfig, name: str, seed: int,
                 wait: bool = True) -> tuple[Path, str] | None:
     """A stage's checkpoint and fingerprint: one worker trains it (claiming its folder);
     another that needs it waits for it (``wait``) or moves on (returns None)."""
-    folder = Path(config.output_dir) / "stages" / name / f"seed{seed}"
+    folder = stage_folder(config, name, seed)
     while True:
         with claimed(folder) as mine:
             if mine:
@@ -470,7 +537,7 @@ def _build_stage(config: ExperimentConfig, name: str, seed: int, folder: Path
         raise MtdnnError(f"the re-trained stage '{name}' has weights {fingerprint[:12]}, but "
                          f"its finished runs started from "
                          f"{record['weights_fingerprint'][:12]}",
-                         file=find_record(config, Path("stages") / name / f"seed{seed}"),
+                         file=find_stage_record(config, name, seed),
                          allowed="the same stage (or a new output_dir to start over)")
     if not (folder / RECORD).is_file():
         summary = read_json(folder / "summary.json")
@@ -550,6 +617,14 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "smart_terms": logged_smart_terms(folder),
               "train_examples_per_s": summary["train_examples_per_s"],
               "wall_seconds": round(time.perf_counter() - started, 1)}
+    spec = config.agreement.get(cell.task)
+    if spec is not None and config.arms[cell.arm].backend == "mtdnn":
+        from mtdnn.agreement import model_breakdown
+        from mtdnn.predictor import Predictor
+
+        predictor = Predictor(folder / "last", precision=summary["precision"])
+        record["agreement"] = model_breakdown(predictor, cell.task,
+                                              [Path(f) for f in spec.rows], Path(spec.chaosnli))
     atomic_write_json(folder / RECORD, record)
     return record
 
@@ -581,12 +656,17 @@ def run_experiment(config: ExperimentConfig) -> Path:
                 continue
             stage = stage_of(config, cell.arm)
             init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
-            if stage is not None:
-                init, prints[(cell.arm, cell.stage_seed)] = build_stage(
-                    config, stage, cell.stage_seed)
+            key = (cell.arm, cell.stage_seed)
+            if stage is not None and key not in prints:  # its start weights, once trained
+                init, prints[key] = build_stage(config, stage, cell.stage_seed)
+            source = reusable_record(config, cell, sizes[cell.task][cell.subset], prints[key])
+            if source is not None:
+                reuse(config, cell, source)
+                continue
+            if stage is not None:  # at once if trained above (or in an earlier run)
+                init, prints[key] = build_stage(config, stage, cell.stage_seed)
             log.info("run %s", cell)
-            run_cell(config, cell, sizes[cell.task][cell.subset], init,
-                     prints[(cell.arm, cell.stage_seed)])
+            run_cell(config, cell, sizes[cell.task][cell.subset], init, prints[key])
     write_report(config, sizes)
     return out
 
@@ -651,8 +731,35 @@ def write_report(config: ExperimentConfig,
                                    config.baseline)
         plot_arms(records, report.task_columns(records, list(config.tasks)), arms,
                   out / "results.png")
+    for task in config.agreement:
+        table += agreement_section(records, task, arms, out / f"agreement_{task}.png")
     atomic_write_text(out / "results.md", table)
     return records
+
+
+def agreement_section(records: list[dict[str, Any]], task: str, arms: list[str],
+                      plot_path: Path) -> str:
+    """Each arm's mean breakdown over its runs of ``task`` (Figure 2), and its plot."""
+    from mtdnn import agreement
+
+    means, counts = {}, {}
+    for arm in arms:
+        found = [r["agreement"] for r in records
+                 if r["arm"] == arm and r["task"] == task and r.get("agreement")]
+        if not found:
+            continue
+        counts[arm] = len(found)
+        means[f"{arm} (n={len(found)})"] = {
+            level: {name: float(np.mean([np.nan if f[level].get(name) is None
+                                         else f[level][name] for f in found]))
+                    for name in found[0][level]}
+            for level in found[0]}
+    if not means:
+        return ""
+    agreement.plot(means, plot_path)
+    return (f"\n### {task}: accuracy and KL(human ‖ model) by annotator agreement\n\n"
+            f"Mean over each arm's runs; plot: {plot_path.name}.\n\n"
+            + agreement.table(means))
 
 
 RESULT_FILES = ("results.csv", "results.md", "results.png", "experiment_config.json")
@@ -665,11 +772,16 @@ def publish(config: ExperimentConfig) -> Path:
                          allowed="a tracked folder, e.g. publish_dir: results/<experiment>")
     out, target = Path(config.output_dir), make_output_dir(Path(config.publish_dir),
                                                            key="publish_dir")
-    copied = [p.relative_to(out) for p in sorted(out.rglob(RECORD))]
-    copied += [Path(name) for name in RESULT_FILES if (out / name).is_file()]
-    for relative in copied:
+    copied = [(out / p, p.relative_to(out)) for p in sorted(out.rglob(RECORD))]
+    copied += [(out / name, Path(name)) for name in RESULT_FILES if (out / name).is_file()]
+    if config.stage_dir:  # this experiment's stages, kept beside its runs
+        copied += [(path, Path("stages") / path.relative_to(config.stage_dir))
+                   for stage in config.stages
+                   for seed in config.stages[stage].seeds
+                   if (path := stage_folder(config, stage, seed) / RECORD).is_file()]
+    for source, relative in copied:
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out / relative, target / relative)
+        shutil.copyfile(source, target / relative)
     log.info("published %d files to %s", len(copied), target)
     return target
 

@@ -78,12 +78,13 @@ def test_report_and_exclude_commands(tmp_path: Path) -> None:
     assert "| m | 100.0 | 0.0 | 50.0 |" in lines and "| n | 100.0 | 0.0 | 50.0 |" in lines
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    kept = tmp_path / "train.jsonl"
-    exclude = subprocess.run([sys.executable, "-m", "mtdnn.agreement", "exclude", "--chaosnli",
-                              str(chaos), "--input", str(dev), "--output", str(kept)],
+    for command, kept in (("exclude", ["d3", "d4"]), ("select", ["d1", "d2"])):
+        written = tmp_path / f"{command}.jsonl"
+        ran = subprocess.run([sys.executable, "-m", "mtdnn.agreement", command, "--chaosnli",
+                              str(chaos), "--input", str(dev), "--output", str(written)],
                              cwd=REPO, text=True, capture_output=True)
-    assert exclude.returncode == 0, exclude.stderr[-3000:]
-    assert [json.loads(line)["uid"] for line in kept.read_text().splitlines()] == ["d3", "d4"]
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert [json.loads(line)["uid"] for line in written.read_text().splitlines()] == kept
 
 
 def test_ptb_quotes_join_and_other_agreement_is_left_out(tmp_path: Path) -> None:
@@ -98,3 +99,45 @@ def test_ptb_quotes_join_and_other_agreement_is_left_out(tmp_path: Path) -> None
     result = breakdown(DEV, PREDICTIONS, chaos)
     assert result["other agreement (left out)"]["pairs"] == 1
     assert result["rest of dev"]["pairs"] == 1
+
+
+def test_the_runner_breaks_each_run_down_by_agreement(prepared_data: Path,
+                                                       tmp_path: Path) -> None:
+    """After each run the record holds the breakdown of its final model; scored on the dev
+    file, the levels' pooled accuracy is the run's own dev accuracy."""
+    import yaml
+
+    rows = [json.loads(line) for line in
+            (prepared_data / "snli" / "dev.jsonl").read_text().splitlines()[:12]]
+    train = write_jsonl(tmp_path / "train.jsonl", [json.loads(line) for line in (
+        prepared_data / "snli" / "train.jsonl").read_text().splitlines()[:16]])
+    dev = write_jsonl(tmp_path / "dev.jsonl", rows)
+    chaos = write_jsonl(tmp_path / "chaos.jsonl", [  # dev rows 0-2 are low-agreement pairs
+        {"uid": f"c{i}", "label_dist": [0.2, 0.5, 0.3],
+         "example": {"premise": rows[i]["premise"], "hypothesis": rows[i]["hypothesis"]},
+         "old_labels": old} for i, old in enumerate((
+             ["neutral"] * 3 + ["entailment"] * 2, ["neutral"] * 3 + ["entailment"] * 2,
+             ["neutral"] * 3 + ["entailment", "contradiction"]))])
+    config = {"tasks": ["snli"], "task_files": {"snli": {"train": str(train), "dev": str(dev)}},
+              "seeds": [1], "arms": {"plain": None}, "output_dir": str(tmp_path / "runs"),
+              "agreement": {"snli": {"chaosnli": str(chaos), "rows": [str(dev)]}},
+              "train": {"encoder_layers": 2, "max_seq_len": 64, "batch_size": 8,
+                        "max_steps": 2, "progress_bar": False,
+                        "cache_dir": str(tmp_path / "cache")}}
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    ran = subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config", str(path)],
+                         cwd=REPO, text=True, capture_output=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    out = tmp_path / "runs"
+    record = json.loads((out / "plain/snli/full/seed1/result.json").read_text())
+    found = record["agreement"]
+    assert [found[level]["pairs"] for level in ("3/2/0", "3/1/1", "rest of dev")] == [2, 1, 9]
+    assert found["rest of dev"]["kl_100"] is None and found["3/2/0"]["kl_100"] > 0
+    pooled = sum(found[level]["accuracy"] * found[level]["pairs"]
+                 for level in ("3/2/0", "3/1/1", "rest of dev")) / 12
+    assert pooled == pytest.approx(100 * record["metrics"]["snli"]["accuracy"])
+    table = (out / "results.md").read_text()
+    assert "### snli: accuracy and KL(human ‖ model) by annotator agreement" in table
+    assert "| plain (n=1) | " in table
+    assert (out / "agreement_snli.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

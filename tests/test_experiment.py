@@ -375,3 +375,53 @@ def test_a_stage_another_worker_trains_is_waited_for_or_left(
             build_stage(config, "s", 13)  # waits for the other worker
     assert waits == [experiment.STAGE_POLL_SECONDS]
     assert not (folder / "config.yaml").exists()  # nothing trained here
+
+
+def test_experiments_share_a_stage_dir_and_reuse_each_others_runs(
+        prepared_data: Path, tmp_path: Path) -> None:
+    files = {task: {"train": str(head_jsonl(prepared_data / task / "train.jsonl",
+                                            tmp_path / f"{task}_train.jsonl", 16)),
+                    "dev": str(head_jsonl(prepared_data / task / "dev.jsonl",
+                                          tmp_path / f"{task}_dev.jsonl", 8))}
+             for task in ("rte", "mrpc")}
+    small = {"encoder_layers": 2, "max_seq_len": 64, "batch_size": 8, "progress_bar": False,
+             "cache_dir": str(tmp_path / "cache"), "max_steps": 2}
+    stages = {"mt": {"train": {"tasks": files, **small}, "seeds": [1]}}
+    first = {"tasks": ["rte"], "task_files": {"rte": files["rte"]}, "seeds": [3],
+             "data_dir": str(prepared_data), "output_dir": str(tmp_path / "first"),
+             "publish_dir": str(tmp_path / "first_published"),
+             "stage_dir": str(tmp_path / "stages"), "stages": stages,
+             "arms": {"plain": None, "mt": "stage:mt"}, "train": small}
+    # the second experiment names its arms otherwise; one has keys of its own, and it has
+    # a second seed: those runs are trained, the others are the first experiment's
+    second = {**first, "output_dir": str(tmp_path / "second"), "publish_dir": None,
+              "seeds": [3, 4], "reuse_from": [str(tmp_path / "first_published")],
+              "arms": {"single": None, "from-mt": "stage:mt",
+                       "lr": {"train": {"optimizer": {"lr": 1e-4}}}}}
+    for name, config in (("first", first), ("second", second)):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    ran = experiment(tmp_path / "first.yaml", "--publish")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    published = tmp_path / "first_published"
+    stage_record = json.loads((published / "stages/mt/seed1/result.json").read_text())
+    assert not (tmp_path / "first" / "stages").exists()  # the stage lives in stage_dir
+
+    shutil.rmtree(tmp_path / "first")  # a later session: only the published records
+    ran = experiment(tmp_path / "second.yaml")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "stage mt seed" not in ran.stderr  # the shared stage was not trained again
+    out = tmp_path / "second"
+    for arm, source in (("single", "plain/rte/full/seed3"),
+                        ("from-mt", "mt/rte/full/seed3-stage1")):
+        relative = f"{arm}/rte/full/{Path(source).name}/result.json"
+        record = json.loads((out / relative).read_text())
+        original = json.loads((published / source / "result.json").read_text())
+        assert record["reused_from"] == str(published / source / "result.json")
+        assert record["arm"] == arm and record["metrics"] == original["metrics"]
+    assert json.loads((out / "from-mt/rte/full/seed3-stage1/result.json").read_text())[
+        "start_fingerprint"] == stage_record["weights_fingerprint"]
+    trained = sorted(p.relative_to(out).parent.as_posix() for p in records(out)
+                     if "reused_from" not in json.loads(p.read_text()))
+    assert trained == ["from-mt/rte/full/seed4-stage1", "lr/rte/full/seed3",
+                       "lr/rte/full/seed4", "single/rte/full/seed4"]
+    assert ran.stderr.count(" run Cell") == 4 and ran.stderr.count("INFO reused ") == 2
