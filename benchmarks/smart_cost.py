@@ -1,7 +1,7 @@
 """SMART's cost, measured side by side: step time and peak memory of plain fine-tuning,
 R_s only, full SMART (R_s + Bregman), and the R_s of the PyPI package ``smart-pytorch``.
 
-    python benchmarks/smart_cost.py [--steps 8] [--batch-size 32] [--layers 6]
+    python benchmarks/smart_cost.py [--steps 8] [--batch-size 32] [--layers 6] [--preset paper]
 
 Same real SciTail pairs, 6-layer packaged encoder, batch 32, 2 torch threads. Step times
 come from one process that runs the variants interleaved, one step each on the same batch,
@@ -27,8 +27,8 @@ from benchmarks.common import REPO, THREADS, Row, bench_main, in_fresh_process  
 VARIANTS = ("plain", "rs_only", "smart", "smart_pytorch_rs", "ascent_pass")
 
 
-def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teacher: bool
-            ) -> tuple[Callable[[str, dict], None], list[dict]]:
+def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teacher: bool,
+            preset: str) -> tuple[Callable[[str, dict], None], list[dict]]:
     """A training step for any variant on one shared model, and ``n_batches`` batches."""
     import numpy as np
     import torch
@@ -53,13 +53,16 @@ def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teach
     from smart_pytorch import SMARTLoss
     from smart_pytorch.loss import kl_loss, sym_kl_loss
 
-    from mtdnn.config import SmartConfig
+    from mtdnn.config import SMART_PRESETS, SmartConfig
     from mtdnn.objective import batch_loss
 
-    # The real loss step (what the trainer runs) for plain, R_s only and full SMART.
+    # The real loss step (what the trainer runs) for plain, R_s only and full SMART, at the
+    # preset's settings (its λ_s; μ = 0 for R_s only).
+    smart = SmartConfig(**{**SMART_PRESETS[preset], "enabled": True, "preset": preset})
     configs = {"plain": (SmartConfig(), 0.0, None),
-               "rs_only": (SmartConfig(enabled=True, bregman_weight=0.0), 1.0, None),
-               "smart": (SmartConfig(enabled=True), 1.0, teacher)}
+               "rs_only": (SmartConfig(**{**SMART_PRESETS[preset], "enabled": True,
+                                          "bregman_weight": 0.0}), smart.adv_weight, None),
+               "smart": (smart, smart.adv_weight, teacher)}
 
     def step(variant: str, batch: dict) -> None:
         batch = dict(batch)
@@ -95,9 +98,10 @@ def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teach
     return step, batches
 
 
-def measure_times(steps: int, batch_size: int, layers: int, data: Path) -> dict:
+def measure_times(steps: int, batch_size: int, layers: int, data: Path, preset: str) -> dict:
     """Median step time of every variant, interleaved on the same batches."""
-    step, batches = stepper(batch_size, layers, data, steps + 1, with_teacher=True)
+    step, batches = stepper(batch_size, layers, data, steps + 1, with_teacher=True,
+                            preset=preset)
     for variant in VARIANTS:  # warm-up: allocator, optimizer state, teacher
         step(variant, batches[0])
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
@@ -109,10 +113,12 @@ def measure_times(steps: int, batch_size: int, layers: int, data: Path) -> dict:
     return {v: statistics.median(t) for v, t in times.items()}
 
 
-def measure_memory(variant: str, batch_size: int, layers: int, data: Path) -> dict:
+def measure_memory(variant: str, batch_size: int, layers: int, data: Path, preset: str
+                   ) -> dict:
     """Peak RSS of a process that runs only ``variant`` (3 steps: the optimizer state and,
     for full SMART, the teacher are allocated by then)."""
-    step, batches = stepper(batch_size, layers, data, 3, with_teacher=variant == "smart")
+    step, batches = stepper(batch_size, layers, data, 3, with_teacher=variant == "smart",
+                            preset=preset)
     for batch in batches:
         step(variant, batch)
     return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -120,13 +126,13 @@ def measure_memory(variant: str, batch_size: int, layers: int, data: Path) -> di
 
 def child(args: argparse.Namespace) -> dict:
     if args.child == "times":
-        return measure_times(args.steps, args.batch_size, args.layers, args.data)
-    return measure_memory(args.child, args.batch_size, args.layers, args.data)
+        return measure_times(args.steps, args.batch_size, args.layers, args.data, args.preset)
+    return measure_memory(args.child, args.batch_size, args.layers, args.data, args.preset)
 
 
 def run_all(args: argparse.Namespace) -> list[dict]:
     sizes = ["--steps", str(args.steps), "--batch-size", str(args.batch_size), "--layers",
-             str(args.layers), "--data", str(args.data)]
+             str(args.layers), "--data", str(args.data), "--preset", args.preset]
     step_s = in_fresh_process(Path(__file__), "times", *sizes)
     return [{"variant": v, "step_s": step_s[v],
              "peak_rss_mb": in_fresh_process(Path(__file__), v, *sizes)["peak_rss_mb"]}
@@ -174,9 +180,9 @@ def summary_rows(measured: list[dict]) -> list[Row]:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    print(f"SMART cost: {args.layers}-layer packaged encoder, batch {args.batch_size}; step "
-          f"time = median of {args.steps} interleaved rounds in one process; peak memory = "
-          f"peak RSS of the variant's own process")
+    print(f"SMART cost: {args.layers}-layer packaged encoder, batch {args.batch_size}, SMART "
+          f"preset {args.preset}; step time = median of {args.steps} interleaved rounds in one "
+          f"process; peak memory = peak RSS of the variant's own process")
     measured = run_all(args)
     print(table(measured))
     return summary_rows(measured)
@@ -187,6 +193,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "scitail" / "train.jsonl")
+    parser.add_argument("--preset", default="paper", help="the SMART preset timed "
+                        "(mtdnn.config.SMART_PRESETS); the pass count is the same for all")
 
 
 def main() -> None:
