@@ -89,6 +89,7 @@ class Agreement:
     chaosnli: str  # ChaosNLI's jsonl for the task's dev pairs
     # the files scored: the dev file, or ChaosNLI's held-out pairs then a dev file as the rest
     rows: tuple[str, ...]
+    subsets: tuple[str, ...] | None = None  # only the runs on these subsets (default: all)
 
 
 @dataclass(frozen=True)
@@ -618,7 +619,8 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "train_examples_per_s": summary["train_examples_per_s"],
               "wall_seconds": round(time.perf_counter() - started, 1)}
     spec = config.agreement.get(cell.task)
-    if spec is not None and config.arms[cell.arm].backend == "mtdnn":
+    if (spec is not None and config.arms[cell.arm].backend == "mtdnn"
+            and (spec.subsets is None or cell.subset in spec.subsets)):
         from mtdnn.agreement import model_breakdown
         from mtdnn.predictor import Predictor
 
@@ -732,23 +734,25 @@ def write_report(config: ExperimentConfig,
         plot_arms(records, report.task_columns(records, list(config.tasks)), arms,
                   out / "results.png")
     for task in config.agreement:
-        table += agreement_section(records, task, arms, out / f"agreement_{task}.png")
+        for subset in task_subsets(config, task):
+            table += agreement_section(records, task, subset, arms,
+                                       out / f"agreement_{task}_{subset}.png")
     atomic_write_text(out / "results.md", table)
     return records
 
 
-def agreement_section(records: list[dict[str, Any]], task: str, arms: list[str],
+def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arms: list[str],
                       plot_path: Path) -> str:
-    """Each arm's mean breakdown over its runs of ``task`` (Figure 2), and its plot."""
+    """Each arm's mean breakdown over its runs of ``task`` on ``subset`` (Figure 2), and
+    its plot."""
     from mtdnn import agreement
 
-    means, counts = {}, {}
+    means = {}
     for arm in arms:
-        found = [r["agreement"] for r in records
-                 if r["arm"] == arm and r["task"] == task and r.get("agreement")]
+        found = [r["agreement"] for r in records if r["arm"] == arm and r["task"] == task
+                 and r["subset"] == subset and r.get("agreement")]
         if not found:
             continue
-        counts[arm] = len(found)
         means[f"{arm} (n={len(found)})"] = {
             level: {name: float(np.mean([np.nan if f[level].get(name) is None
                                          else f[level][name] for f in found]))
@@ -757,7 +761,8 @@ def agreement_section(records: list[dict[str, Any]], task: str, arms: list[str],
     if not means:
         return ""
     agreement.plot(means, plot_path)
-    return (f"\n### {task}: accuracy and KL(human ‖ model) by annotator agreement\n\n"
+    return (f"\n### {task} ({subset}): accuracy and KL(human ‖ model) by annotator "
+            f"agreement\n\n"
             f"Mean over each arm's runs; plot: {plot_path.name}.\n\n"
             + agreement.table(means))
 
@@ -774,6 +779,7 @@ def publish(config: ExperimentConfig) -> Path:
                                                            key="publish_dir")
     copied = [(out / p, p.relative_to(out)) for p in sorted(out.rglob(RECORD))]
     copied += [(out / name, Path(name)) for name in RESULT_FILES if (out / name).is_file()]
+    copied += [(path, Path(path.name)) for path in sorted(out.glob("agreement_*.png"))]
     if config.stage_dir:  # this experiment's stages, kept beside its runs
         copied += [(path, Path("stages") / path.relative_to(config.stage_dir))
                    for stage in config.stages

@@ -120,14 +120,15 @@ def test_the_runner_breaks_each_run_down_by_agreement(prepared_data: Path,
              ["neutral"] * 3 + ["entailment", "contradiction"]))])
     config = {"tasks": ["snli"], "task_files": {"snli": {"train": str(train), "dev": str(dev)}},
               "seeds": [1], "arms": {"plain": None}, "output_dir": str(tmp_path / "runs"),
+              "publish_dir": str(tmp_path / "published"),
               "agreement": {"snli": {"chaosnli": str(chaos), "rows": [str(dev)]}},
               "train": {"encoder_layers": 2, "max_seq_len": 64, "batch_size": 8,
                         "max_steps": 2, "progress_bar": False,
                         "cache_dir": str(tmp_path / "cache")}}
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump(config))
-    ran = subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config", str(path)],
-                         cwd=REPO, text=True, capture_output=True)
+    ran = subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config", str(path),
+                          "--publish"], cwd=REPO, text=True, capture_output=True)
     assert ran.returncode == 0, ran.stderr[-3000:]
     out = tmp_path / "runs"
     record = json.loads((out / "plain/snli/full/seed1/result.json").read_text())
@@ -138,6 +139,9 @@ def test_the_runner_breaks_each_run_down_by_agreement(prepared_data: Path,
                  for level in ("3/2/0", "3/1/1", "rest of dev")) / 12
     assert pooled == pytest.approx(100 * record["metrics"]["snli"]["accuracy"])
     table = (out / "results.md").read_text()
-    assert "### snli: accuracy and KL(human ‖ model) by annotator agreement" in table
+    assert "### snli (full): accuracy and KL(human ‖ model) by annotator agreement" in table
     assert "| plain (n=1) | " in table
-    assert (out / "agreement_snli.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "agreement_snli_full.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    published = tmp_path / "published"
+    assert (published / "agreement_snli_full.png").read_bytes() == \
+        (out / "agreement_snli_full.png").read_bytes()
