@@ -731,6 +731,7 @@ def write_report(config: ExperimentConfig,
     else:
         table = report.tasks_table(arms, records, stage_rows(config), list(config.tasks),
                                    config.baseline)
+        table += report.learning_curve_table(arms, records, list(config.tasks))
         plot_arms(records, report.task_columns(records, list(config.tasks)), arms,
                   out / "results.png")
     for task in config.agreement:

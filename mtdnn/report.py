@@ -183,6 +183,57 @@ def run_means(records: list[Record], arm: str, columns: list[tuple[str, str]]) -
             if all(k in m.get(t, {}) for t, k in columns)]
 
 
+def curve_metric(metrics: dict[str, float]) -> str:
+    """The metric a learning curve follows: accuracy where a task has it."""
+    return "accuracy" if "accuracy" in metrics else next(iter(metrics))
+
+
+def learning_curve_table(arms: list[str], records: list[Record], tasks: list[str],
+                         within: float = 0.5) -> str:
+    """Each arm's dev (or tuning) metric after every epoch, mean ± std over seeds, per task
+    and as the mean over tasks; then the smallest epoch whose mean over tasks is within
+    ``within`` points of the best epoch's (the fine-tuning length rule, docs/results.md).
+    Empty unless runs were evaluated after more than one epoch."""
+    curves = [r for r in records if len(r.get("evaluations") or []) > 1]
+    if not curves:
+        return ""
+    lines = []
+    for arm in arms:
+        mine = [r for r in curves if r["arm"] == arm]
+        if not mine:
+            continue
+        names = [t for t in tasks if any(r["task"] == t for r in mine)]
+        epochs = sorted({e["epoch"] for r in mine for e in r["evaluations"]})
+        # per (task, epoch): each seed's value; per epoch: each seed's mean over tasks
+        at: dict[tuple[str, int], list[float]] = {}
+        for r in mine:
+            for e in r["evaluations"]:
+                metrics = e["metrics"][r["task"]]
+                at.setdefault((r["task"], e["epoch"]), []).append(
+                    100 * metrics[curve_metric(metrics)])
+        metric_names = {t: curve_metric(next(r for r in mine if r["task"] == t)["metrics"][t])
+                        for t in names}
+        lines += ["", f"Learning curve of {arm} (after each epoch; mean ± std over seeds):", "",
+                  *table_head([f"{t} {metric_names[t]}" for t in names] + ["mean over tasks"],
+                              first="epoch")]
+        means = {}
+        for epoch in epochs:
+            complete = all((t, epoch) in at for t in names)
+            means[epoch] = (float(np.mean([np.mean(at[(t, epoch)]) for t in names]))
+                            if complete else None)
+            cells = [mean_std(at.get((t, epoch), [])) for t in names]
+            lines.append(f"| {epoch} | " + " | ".join(cells) + " | "
+                         + ("—" if means[epoch] is None else f"{means[epoch]:.1f}") + " |")
+        done = {e: m for e, m in means.items() if m is not None}
+        if done:
+            best = max(done, key=done.get)
+            chosen = min(e for e, m in done.items() if m >= done[best] - within)
+            lines += ["", f"Best mean over tasks after epoch {best} ({done[best]:.2f}); the "
+                          f"smallest epoch within {within} points of it: **{chosen}** "
+                          f"({done[chosen]:.2f})."]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def tasks_table(arms: list[str], records: list[Record],
                 stage_rows: dict[str, dict[str, dict[str, float]]],
                 tasks: list[str] = (), baseline: str | None = None) -> str:

@@ -335,6 +335,27 @@ def test_differences_against_a_baseline_give_welch_p() -> None:
     assert "| mt − encoder |" in narrowed
 
 
+def test_learning_curves_and_the_fine_tuning_length_rule() -> None:
+    from mtdnn.report import learning_curve_table
+
+    curves = {("rte", 1): [0.50, 0.615, 0.61], ("rte", 2): [0.52, 0.635, 0.63],
+              ("mrpc", 1): [0.70, 0.74, 0.75], ("mrpc", 2): [0.72, 0.76, 0.77]}
+    rows = [{"arm": "plain", "task": task, "seed": seed,
+             "metrics": {task: {"accuracy": values[-1], "f1": 0.0}},
+             "evaluations": [{"step": 10 * epoch, "epoch": epoch,
+                              "metrics": {task: {"accuracy": value, "f1": 0.0}}}
+                             for epoch, value in enumerate(values, start=1)]}
+            for (task, seed), values in curves.items()]
+    lines = learning_curve_table(["plain"], rows, ["rte", "mrpc"]).splitlines()
+    assert "| epoch | rte accuracy | mrpc accuracy | mean over tasks |" in lines
+    # epoch 2: rte 62.5, mrpc 75.0, mean 68.75; epoch 3: 62.0, 76.0, 69.0 (the best)
+    assert "| 2 | 62.5 ± 1.4 | 75.0 ± 1.4 | 68.8 |" in lines
+    assert "| 3 | 62.0 ± 1.4 | 76.0 ± 1.4 | 69.0 |" in lines
+    assert lines[-1] == ("Best mean over tasks after epoch 3 (69.00); the smallest epoch "
+                         "within 0.5 points of it: **2** (68.75).")
+    assert learning_curve_table(["plain"], [{**rows[0], "evaluations": []}], ["rte"]) == ""
+
+
 def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
         tmp_path: Path) -> None:
     import os
