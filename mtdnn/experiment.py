@@ -118,6 +118,9 @@ class ExperimentConfig:
     # weights; it is copied in with ``reused_from`` naming its source, never re-run
     reuse_from: tuple[str, ...] = ()
     agreement: dict[str, Agreement] = field(default_factory=dict)  # task -> its breakdown
+    # the paper's numbers, arm -> column ("rte accuracy", "mrpc f1"; Table 5: "snli 1pct")
+    # -> value: the report sets the paper's sign pattern beside ours
+    paper: dict[str, dict[str, float]] = field(default_factory=dict)
     layout: Literal["tasks", "subsets"] = "tasks"  # Tables 3/4 or Table 5
     # the arm every other is compared with (Welch's p); none: every pair of arms
     baseline: str | None = None
@@ -196,6 +199,7 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
         raise MtdnnError(f"agreement names task '{strangers[0]}', which the experiment does "
                          "not run", file=path, key=f"agreement.{strangers[0]}",
                          allowed=", ".join(config.tasks) or "tasks given under tasks:")
+    check_paper(config, path)
     for name in config.stages:
         config_from_dict(stage_train_keys(config, name, source),
                          source=f"{source} (stages.{name})")
@@ -218,6 +222,28 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
         if arm.backend == "hf_trainer":
             check_hf_keys(keys, name, path, arm)
     return config
+
+
+def check_paper(config: ExperimentConfig, path: str | Path | None) -> None:
+    """The paper's numbers name arms and columns of this experiment (a misspelt one would
+    drop out of the sign pattern without a word)."""
+    from mtdnn.task_def import load_task_defs
+
+    known = load_task_defs(config.train.get("task_defs", ("packaged",)))
+    for arm, numbers in config.paper.items():
+        if arm not in config.arms:
+            raise MtdnnError(f"paper names arm '{arm}', which the experiment does not have",
+                             file=path, key=f"paper.{arm}", allowed=", ".join(config.arms))
+        for label in numbers:
+            if config.layout == "subsets":
+                allowed = [f"{t} {s}" for t in config.tasks for s in task_subsets(config, t)]
+            else:
+                allowed = [f"{t} {m}" for t in config.tasks if t in known
+                           for m in known[t].metrics]
+            if label not in allowed:
+                raise MtdnnError(f"paper.{arm} names column '{label}', which the table does not "
+                                 "have", file=path, key=f"paper.{arm}.{label}",
+                                 allowed=", ".join(allowed))
 
 
 def task_subsets(config: ExperimentConfig, task: str) -> tuple[str, ...]:
@@ -728,12 +754,17 @@ def write_report(config: ExperimentConfig,
             isinstance(config.subsets, dict), sizes, arms, records, config.baseline,
             {arm: set(spec.tasks or tasks) for arm, spec in config.arms.items()})
         plot_subsets(records, tasks, arms, out / "results.png")
+        columns = {f"{t} {s}": (t, "accuracy", s) for t in tasks for s in task_subsets(config, t)}
     else:
         table = report.tasks_table(arms, records, stage_rows(config), list(config.tasks),
                                    config.baseline)
         table += report.learning_curve_table(arms, records, list(config.tasks))
+        columns = {f"{t} {m}": (t, m, None)
+                   for t, m in report.task_columns(records, list(config.tasks))}
         plot_arms(records, report.task_columns(records, list(config.tasks)), arms,
                   out / "results.png")
+    table += report.sign_pattern_table(config.paper, report.arm_pairs(arms, config.baseline),
+                                       columns, records)
     for task in config.agreement:
         for subset in task_subsets(config, task):
             table += agreement_section(records, task, subset, arms,

@@ -160,6 +160,48 @@ def subsets_differences(tasks: list[str], subsets: dict[str, list[str]],
     return "\n".join(lines) + "\n"
 
 
+def sign_pattern_table(paper: dict[str, dict[str, float]], pairs: list[tuple[str, str]],
+                       columns: dict[str, tuple[str, str, str | None]],
+                       records: list[Record]) -> str:
+    """The paper's differences beside ours, column by column: does each comparison go the
+    way the paper's did? ``paper[arm][label]`` is the paper's number for our column
+    ``label`` (``columns[label]`` = task, metric, subset or None)."""
+    shown = [(later, earlier) for later, earlier in pairs if later in paper and earlier in paper]
+    labels = [label for label in columns if any(label in paper[arm] for pair in shown
+                                                for arm in pair)]
+    if not shown or not labels:
+        return ""
+    lines = ["", "Sign pattern against the paper (the paper's difference → ours, Welch's p; "
+                 "✓ the same sign, ✗ the opposite):", "", *table_head(labels, first="pair")]
+    same = total = significant = 0
+    for later, earlier in shown:
+        cells = []
+        for label in labels:
+            if label not in paper[later] or label not in paper[earlier]:
+                cells.append("—")
+                continue
+            task, metric, subset = columns[label]
+            theirs = paper[later][label] - paper[earlier][label]
+            a = values(records, later, task, metric, subset)
+            b = values(records, earlier, task, metric, subset)
+            ours = difference(a, b)
+            mark = ""
+            if a and b:
+                gap = float(np.mean(a) - np.mean(b))
+                total += 1
+                if np.sign(gap) == np.sign(theirs) and theirs != 0:
+                    same, mark = same + 1, " ✓"
+                elif theirs != 0 and gap != 0:
+                    mark = " ✗"
+                significant += "p < 0.001" in ours or (
+                    "p = " in ours and float(ours.split("p = ")[1].rstrip(")")) < 0.05)
+            cells.append(f"{theirs:+.1f} → {ours}{mark}")
+        lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
+    lines += ["", f"The same sign as the paper in {same} of {total} comparisons run; "
+                  f"{significant} of the {total} have p < 0.05."]
+    return "\n".join(lines) + "\n"
+
+
 # --- Tables 3 and 4: arms × tasks ---------------------------------------------------------
 
 def task_columns(records: list[Record], tasks: list[str] = ()) -> list[tuple[str, str]]:

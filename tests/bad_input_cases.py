@@ -529,6 +529,11 @@ CASES = [
          lambda t, c: [*sweep_args(t, c, {"plain": None}),
                        "agreement={snli: {chaosnli: chaos.jsonl, rows: [dev.jsonl]}}"],
          "key 'agreement.snli': agreement names task 'snli', which the experiment does not run"),
+    Case("run config", "experiment with the paper's number for a column it lacks",
+         "experiment",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}), "paper={plain: {scitail 2pct: 80}}"],
+         "key 'paper.plain.scitail 2pct': paper.plain names column 'scitail 2pct', which the "
+         "table does not have"),
     Case("run config", "comparison whose arms are a list", "experiment",
          lambda t, c: ["--config", str(write(t / "compare.yaml",
                                              "arms: [plain, smart]\ntrain: {tasks: [rte]}\n"))],

@@ -356,6 +356,31 @@ def test_learning_curves_and_the_fine_tuning_length_rule() -> None:
     assert learning_curve_table(["plain"], [{**rows[0], "evaluations": []}], ["rte"]) == ""
 
 
+def test_the_papers_sign_pattern_beside_ours() -> None:
+    from scipy import stats
+
+    from mtdnn.report import sign_pattern_table
+
+    ours = {("plain", "rte"): [0.60, 0.62, 0.61], ("smart", "rte"): [0.64, 0.66, 0.65],
+            ("plain", "mrpc"): [0.80, 0.81, 0.79], ("smart", "mrpc"): [0.79, 0.80, 0.80]}
+    rows = [{"arm": arm, "task": task, "subset": "full", "metrics": {task: {"accuracy": v}}}
+            for (arm, task), values in ours.items() for v in values]
+    paper = {"plain": {"rte accuracy": 63.5, "mrpc accuracy": 89.0},
+             "smart": {"rte accuracy": 71.2, "mrpc accuracy": 91.3}}
+    columns = {"rte accuracy": ("rte", "accuracy", None),
+               "mrpc accuracy": ("mrpc", "accuracy", None)}
+    lines = sign_pattern_table(paper, [("smart", "plain")], columns, rows).splitlines()
+    p = stats.ttest_ind([64, 66, 65], [60, 62, 61], equal_var=False).pvalue
+    q = stats.ttest_ind([79, 80, 80], [80, 81, 79], equal_var=False).pvalue
+    row = lines[[i for i, line in enumerate(lines) if line.startswith("| smart − plain")][0]]
+    assert row == (f"| smart − plain | +7.7 → +4.0 (p = {p:.3f}) ✓ | "
+                   f"+2.3 → -0.3 (p = {q:.3f}) ✗ |")
+    assert lines[-1] == "The same sign as the paper in 1 of 2 comparisons run; 1 of the 2 " \
+                        "have p < 0.05."
+    # a pair the paper does not have is left out
+    assert sign_pattern_table(paper, [("other", "plain")], columns, rows) == ""
+
+
 def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
         tmp_path: Path) -> None:
     import os
