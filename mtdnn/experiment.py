@@ -121,6 +121,11 @@ class ExperimentConfig:
     # the paper's numbers, arm -> column ("rte accuracy", "mrpc f1"; Table 5: "snli 1pct")
     # -> value: the report sets the paper's sign pattern beside ours
     paper: dict[str, dict[str, float]] = field(default_factory=dict)
+    # A stage re-trained in a later session on another CPU (or thread count) comes out with
+    # other weights in their last bits. error: stop; accept: record it as another
+    # realization of the stage, keep the runs made from the earlier one, start new runs
+    # from the new one (each record names its start weights; the tables count realizations).
+    retrained_stages: Literal["error", "accept"] = "error"
     layout: Literal["tasks", "subsets"] = "tasks"  # Tables 3/4 or Table 5
     # the arm every other is compared with (Welch's p); none: every pair of arms
     baseline: str | None = None
@@ -424,7 +429,7 @@ def reuse(config: ExperimentConfig, cell: Cell, source: Path) -> None:
 # --- checks --------------------------------------------------------------------------
 
 def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], path: Path,
-                 start_fingerprint: str | None, known: bool) -> None:
+                 allowed: set[str | None] | None) -> None:
     """A finished run trained with other keys, or from other start weights, is an error:
     its number would sit in the table next to runs it cannot be compared with."""
     saved, now = record.get("train_keys"), arm_train_keys(config, cell.arm)
@@ -436,13 +441,20 @@ def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], p
             f"experiment now has {now.get(key)!r}", file=path, key=f"train.{key}",
             allowed="the training keys the finished runs ran with, or a new output_dir (or "
                     "delete the finished runs to train them again)")
-    if known and record.get("start_fingerprint") != start_fingerprint:
+    if allowed is not None and record.get("start_fingerprint") not in allowed:
         raise MtdnnError(
             f"this finished run was trained from start weights "
             f"{str(record.get('start_fingerprint'))[:12]}, but arm '{cell.arm}' now starts "
-            f"from weights {str(start_fingerprint)[:12]}", file=path, key=f"arms.{cell.arm}",
+            f"from weights {', '.join(str(a)[:12] for a in sorted(allowed, key=str))}",
+            file=path, key=f"arms.{cell.arm}",
             allowed="the checkpoint the finished runs started from, or a new output_dir (or "
                     "delete the runs of this arm to train them again)")
+
+
+def realizations(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stage record's realizations (the weights each training of it gave), oldest first."""
+    return record.get("realizations") or [
+        {"weights_fingerprint": record["weights_fingerprint"], "machine": record.get("machine")}]
 
 
 def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, Any] | None:
@@ -458,6 +470,21 @@ def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, An
                          key=f"stages.{name}", allowed="the stage's keys as they were, or a "
                                                        "new output_dir")
     return record
+
+
+def allowed_fingerprints(config: ExperimentConfig) -> dict[tuple[str, int | None],
+                                                           set[str | None]]:
+    """(arm, stage seed) -> every start weight a finished run of it may have started from:
+    for a stage, each of its realizations."""
+    allowed: dict[tuple[str, int | None], set[str | None]] = {
+        key: {value} for key, value in start_fingerprints(config, running=False).items()}
+    for arm in config.arms:
+        stage = stage_of(config, arm)
+        for seed in config.stages[stage].seeds if stage else ():
+            record = stage_record(config, stage, seed)
+            if record is not None:
+                allowed[(arm, seed)] = {r["weights_fingerprint"] for r in realizations(record)}
+    return allowed
 
 
 def start_fingerprints(config: ExperimentConfig, running: bool
@@ -549,8 +576,8 @@ def build_stages(config: ExperimentConfig) -> None:
 def _build_stage(config: ExperimentConfig, name: str, seed: int, folder: Path
                  ) -> tuple[Path, str]:
     """Train (or resume) the stage if this machine lacks it. A stage re-trained in a later
-    session (CPU runs are deterministic) must come out with the weights its finished runs
-    started from."""
+    session must come out with the weights its finished runs started from, unless
+    ``retrained_stages: accept`` (then it is another realization of the stage)."""
     from mtdnn.trainer import train
 
     record = stage_record(config, name, seed)
@@ -560,19 +587,42 @@ def _build_stage(config: ExperimentConfig, name: str, seed: int, folder: Path
         train(config_from_dict({**keys, "seed": seed, "output_dir": str(folder),
                                 **continue_keys(folder)}, source=f"stage {folder}"))
     fingerprint = weights_fingerprint(folder / "last")
-    if record is not None and fingerprint != record["weights_fingerprint"]:
-        raise MtdnnError(f"the re-trained stage '{name}' has weights {fingerprint[:12]}, but "
-                         f"its finished runs started from "
-                         f"{record['weights_fingerprint'][:12]}",
-                         file=find_stage_record(config, name, seed),
-                         allowed="the same stage (or a new output_dir to start over)")
-    if not (folder / RECORD).is_file():
-        summary = read_json(folder / "summary.json")
-        atomic_write_json(folder / RECORD, {
-            "stage": name, "seed": seed, "weights_fingerprint": fingerprint,
-            "train_keys": keys, "precision": summary.get("precision"),
-            "steps": summary["steps"], "metrics": summary["last"]["metrics"]})
+    summary = read_json(folder / "summary.json")
+    made = {"weights_fingerprint": fingerprint, "machine": summary.get("machine"),
+            "metrics": summary["last"]["metrics"]}
+    if record is None:
+        record = {"stage": name, "seed": seed, "weights_fingerprint": fingerprint,
+                  "train_keys": keys, "precision": summary.get("precision"),
+                  "steps": summary["steps"], "metrics": summary["last"]["metrics"],
+                  "machine": summary.get("machine")}
+    elif fingerprint not in {r["weights_fingerprint"] for r in realizations(record)}:
+        earlier = realizations(record)[-1]
+        if config.retrained_stages == "error":
+            raise MtdnnError(
+                f"the re-trained stage '{name}' has weights {fingerprint[:12]} (made on "
+                f"{describe(made['machine'])}), but its finished runs started from "
+                f"{earlier['weights_fingerprint'][:12]} (made on "
+                f"{describe(earlier.get('machine'))})", file=find_stage_record(config, name, seed),
+                key="retrained_stages",
+                allowed="the same stage; retrained_stages: accept to record it as another "
+                        "realization (fp32 differs in its last bits between CPUs and thread "
+                        "counts); or a new output_dir to start over")
+        log.warning("stage %s seed %d: re-trained weights %s differ from %s (made on %s, now "
+                    "%s): recorded as realization %d", name, seed, fingerprint[:12],
+                    earlier["weights_fingerprint"][:12], describe(earlier.get("machine")),
+                    describe(made["machine"]), len(realizations(record)) + 1)
+        record = {**record, "weights_fingerprint": fingerprint,
+                  "realizations": [*realizations(record), made]}
+    if not (folder / RECORD).is_file() or read_json(folder / RECORD) != record:
+        atomic_write_json(folder / RECORD, record)
     return folder / "last", fingerprint
+
+
+def describe(machine: dict[str, Any] | None) -> str:
+    if not machine:
+        return "an unrecorded machine"
+    return (f"{machine.get('cpu')} ({machine.get('cpu_capability')}, "
+            f"{machine.get('torch_threads')} threads)")
 
 
 SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
@@ -643,6 +693,7 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "metrics": summary["last"]["metrics"], "evaluations": logged_evaluations(folder),
               "smart_terms": logged_smart_terms(folder),
               "train_examples_per_s": summary["train_examples_per_s"],
+              "machine": summary.get("machine"),
               "wall_seconds": round(time.perf_counter() - started, 1)}
     spec = config.agreement.get(cell.task)
     if (spec is not None and config.arms[cell.arm].backend == "mtdnn"
@@ -666,14 +717,15 @@ def run_experiment(config: ExperimentConfig) -> Path:
     Every finished run is checked before anything is written."""
     sizes = all_sizes(config)
     prints = start_fingerprints(config, running=True)
+    allowed = allowed_fingerprints(config)
     todo = []
     for cell in cells(config, sizes):
         path = find_record(config, cell.folder)
-        key = (cell.arm, cell.stage_seed)
         if path is None:
             todo.append(cell)
         else:
-            check_record(config, cell, read_record(path), path, prints.get(key), key in prints)
+            check_record(config, cell, read_record(path), path,
+                         allowed.get((cell.arm, cell.stage_seed)))
     out = make_output_dir(Path(config.output_dir))
     atomic_write_json(out / "experiment_config.json", to_dict(config))
     for cell in todo:
@@ -704,14 +756,14 @@ def run_experiment(config: ExperimentConfig) -> Path:
 def collect(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]
             ) -> list[dict[str, Any]]:
     """The finished runs' records; one trained with other training keys is an error."""
-    prints = start_fingerprints(config, running=False)
+    allowed = allowed_fingerprints(config)
     records = []
     for cell in sorted(cells(config, sizes), key=lambda c: list(config.arms).index(c.arm)):
         path = find_record(config, cell.folder)
         if path is not None:
             records.append(read_record(path))
-            key = (cell.arm, cell.stage_seed)
-            check_record(config, cell, records[-1], path, prints.get(key), key in prints)
+            check_record(config, cell, records[-1], path,
+                         allowed.get((cell.arm, cell.stage_seed)))
     return records
 
 
@@ -735,7 +787,9 @@ def stage_rows(config: ExperimentConfig) -> dict[str, dict[str, dict[str, float]
         for seed in stage.seeds:
             record = stage_record(config, name, seed)
             if record is not None:
-                rows[f"stage {name} seed {seed} (no fine-tuning)"] = record["metrics"]
+                count = len(realizations(record))
+                label = "no fine-tuning" + (f"; {count} realizations" if count > 1 else "")
+                rows[f"stage {name} seed {seed} ({label})"] = record["metrics"]
     return rows
 
 

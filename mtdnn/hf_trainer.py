@@ -83,7 +83,7 @@ def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
     (the experiment refuses keys it does not map), summarised as our trainer does."""
     import torch
 
-    from mtdnn.precision import resolve_precision
+    from mtdnn.precision import machine_description, resolve_precision
 
     (task, data), = config.tasks.items()
     precision = resolve_precision(config.precision, torch.device("cpu"))
@@ -96,7 +96,8 @@ def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
                       bf16=precision == "bf16")
     return {"precision": precision, "steps": result["steps"],
             "last": {"metrics": {task: result["metrics"]}},
-            "train_examples_per_s": result["train_examples_per_s"]}
+            "train_examples_per_s": result["train_examples_per_s"],
+            "machine": machine_description()}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -55,7 +55,7 @@ from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_g
 from mtdnn.inference import evaluate_split
 from mtdnn.objective import batch_loss
 from mtdnn.optimization import build_optimizer, build_scheduler
-from mtdnn.precision import AMP_DTYPES, autocast_context
+from mtdnn.precision import AMP_DTYPES, autocast_context, machine_description
 from mtdnn.reporting import Reporters, check_reporters
 from mtdnn.sampling import Step, build_sampler
 from mtdnn.schema import to_dict
@@ -450,7 +450,8 @@ class TrainingRecipe:
                    "precision": self.config.precision, "best": best, "last": state.evals[-1],
                    "stopped_early": self.stopped_early,
                    "train_seconds": round(seconds, 3),
-                   "train_examples_per_s": round(self.examples / max(seconds, 1e-9), 2)}
+                   "train_examples_per_s": round(self.examples / max(seconds, 1e-9), 2),
+                   "machine": machine_description()}  # the one that finished the run
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "
                  "excluded)", summary["train_examples_per_s"], seconds)
         atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")

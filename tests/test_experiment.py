@@ -239,8 +239,27 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     rebuilt = experiment(path)
     assert rebuilt.returncode == 2, rebuilt.stderr[-3000:]
     assert "stage 'mt'" in rebuilt.stderr and str(record_path) in rebuilt.stderr
+    assert "retrained_stages" in rebuilt.stderr and "threads" in rebuilt.stderr
     assert "Traceback" not in rebuilt.stderr
     assert not (out / "mt/rte/full/seed3-stage1/result.json").exists()
+
+    # retrained_stages: accept records the new weights as a second realization; new runs
+    # start from it, and runs made from either realization count.
+    accepted = experiment(path, "retrained_stages=accept")
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    stage = json.loads(record_path.read_text())
+    assert [r["weights_fingerprint"] for r in stage["realizations"]] == \
+        ["0" * 64, stage_prints[1]]  # the same machine and threads: the same weights again
+    assert stage["realizations"][1]["machine"]["torch_threads"] >= 1
+    run_path = out / "mt/rte/full/seed3-stage1/result.json"
+    run = json.loads(run_path.read_text())
+    assert run["start_fingerprint"] == stage_prints[1] and run["machine"]["cpu"]
+    assert "| stage mt seed 1 (no fine-tuning; 2 realizations) |" in \
+        (out / "results.md").read_text()
+    for start, code in (("0" * 64, 0), ("1" * 64, 2)):
+        run_path.write_text(json.dumps({**run, "start_fingerprint": start}))
+        report = experiment(path, "--report-only", "retrained_stages=accept")
+        assert report.returncode == code, report.stderr[-3000:]
 
 
 def test_migration_moves_old_records_to_the_runner_format(tmp_path: Path,
