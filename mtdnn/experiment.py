@@ -52,8 +52,9 @@ FULL = "full"            # the subset that is a task's whole train file
 MULTITASK = "multitask"  # the task of a run that trains train.tasks together
 STAGE_PREFIX = "stage:"
 RECORD = "result.json"
-# Keys that change how a run looks, not what it learns: a finished run stays valid.
-COSMETIC_TRAIN_KEYS = ("progress_bar", "cache_dir", "log_every_steps")
+# Keys that change how a run looks or how often it saves, not what it learns: a finished
+# run stays valid (records written before a key joined this list still compare equal).
+COSMETIC_TRAIN_KEYS = ("progress_bar", "cache_dir", "log_every_steps", "save_every_steps")
 # What the hf_trainer backend reads; any other training key would be silently ignored.
 HF_TRAINER_KEYS = ("epochs", "max_steps", "batch_size", "optimizer.lr", "max_seq_len",
                    "encoder", "encoder_layers", "precision", *COSMETIC_TRAIN_KEYS,
@@ -413,6 +414,7 @@ def reusable_record(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
             continue
         for path in sorted(Path(root).glob(f"*/{cell.task}/*/*/{RECORD}")):
             record = read_json(path)
+            record["train_keys"] = without_cosmetic(record.get("train_keys") or {})
             if all(record.get(name) == wanted[name] for name in REUSE_FIELDS):
                 return path
     return None
@@ -432,9 +434,8 @@ def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], p
                  allowed: set[str | None] | None) -> None:
     """A finished run trained with other keys, or from other start weights, is an error:
     its number would sit in the table next to runs it cannot be compared with."""
-    saved, now = record.get("train_keys"), arm_train_keys(config, cell.arm)
+    saved, now = without_cosmetic(record.get("train_keys") or {}), arm_train_keys(config, cell.arm)
     if saved != now:
-        saved = saved or {}
         key = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))[0]
         raise MtdnnError(
             f"this finished run was trained with train.{key}={saved.get(key)!r}, the "
@@ -462,8 +463,8 @@ def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, An
     if path is None:
         return None
     record = read_json(path)
-    if record.get("train_keys") != stage_train_keys(config, name):
-        saved, now = record.get("train_keys") or {}, stage_train_keys(config, name)
+    saved, now = without_cosmetic(record.get("train_keys") or {}), stage_train_keys(config, name)
+    if saved != now:
         key = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))[0]
         raise MtdnnError(f"this stage was trained with {key}={saved.get(key)!r}, the "
                          f"experiment now has {now.get(key)!r}", file=path,

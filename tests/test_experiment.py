@@ -88,6 +88,11 @@ def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
     assert " run Cell" not in second.stderr  # nothing trained again
     assert [p.stat().st_mtime_ns for p in results] == stamps
 
+    # How often a run saves does not change what it learns: its finished runs still count.
+    saving = experiment(path, "train.save_every_steps=7")
+    assert saving.returncode == 0, saving.stderr[-3000:]
+    assert " run Cell" not in saving.stderr
+
     # Runs trained under other training keys are an error, in a run and in a report.
     for extra in ([], ["--report-only"]):
         other = experiment(path, *extra, "train.optimizer.lr=1e-3")
