@@ -864,7 +864,7 @@ def publish(config: ExperimentConfig) -> Path:
                          allowed="a tracked folder, e.g. publish_dir: results/<experiment>")
     out, target = Path(config.output_dir), make_output_dir(Path(config.publish_dir),
                                                            key="publish_dir")
-    copied = [(out / p, p.relative_to(out)) for p in sorted(out.rglob(RECORD))]
+    copied = [(path, path.relative_to(out)) for path in sorted(out.rglob(RECORD))]
     copied += [(out / name, Path(name)) for name in RESULT_FILES if (out / name).is_file()]
     copied += [(path, Path(path.name)) for path in sorted(out.glob("agreement_*.png"))]
     if config.stage_dir:  # this experiment's stages, kept beside its runs

@@ -495,3 +495,19 @@ def test_experiments_share_a_stage_dir_and_reuse_each_others_runs(
     assert trained == ["from-mt/rte/full/seed4-stage1", "lr/rte/full/seed3",
                        "lr/rte/full/seed4", "single/rte/full/seed4"]
     assert ran.stderr.count(" run Cell") == 4 and ran.stderr.count("INFO reused ") == 2
+
+
+def test_publish_copies_records_of_a_relative_output_dir(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from mtdnn.experiment import load_experiment, publish
+
+    monkeypatch.chdir(tmp_path)
+    record = Path("runs/x/plain/rte/full/seed1/result.json")
+    record.parent.mkdir(parents=True)
+    record.write_text('{"arm": "plain"}')
+    Path("runs/x/results.md").write_text("table")
+    config = load_experiment(None, ["output_dir=runs/x", "publish_dir=published",
+                                    "arms={plain: null}"])
+    publish(config)
+    assert Path("published/plain/rte/full/seed1/result.json").read_text() == '{"arm": "plain"}'
+    assert Path("published/results.md").read_text() == "table"
