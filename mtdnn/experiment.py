@@ -235,17 +235,18 @@ def check_paper(config: ExperimentConfig, path: str | Path | None) -> None:
     drop out of the sign pattern without a word)."""
     from mtdnn.task_def import load_task_defs
 
-    known = load_task_defs(config.train.get("task_defs", ("packaged",)))
+    if not config.paper:
+        return
+    if config.layout == "subsets":
+        allowed = [f"{t} {s}" for t in config.tasks for s in task_subsets(config, t)]
+    else:
+        known = load_task_defs(config.train.get("task_defs", ("packaged",)))
+        allowed = [f"{t} {m}" for t in config.tasks if t in known for m in known[t].metrics]
     for arm, numbers in config.paper.items():
         if arm not in config.arms:
             raise MtdnnError(f"paper names arm '{arm}', which the experiment does not have",
                              file=path, key=f"paper.{arm}", allowed=", ".join(config.arms))
         for label in numbers:
-            if config.layout == "subsets":
-                allowed = [f"{t} {s}" for t in config.tasks for s in task_subsets(config, t)]
-            else:
-                allowed = [f"{t} {m}" for t in config.tasks if t in known
-                           for m in known[t].metrics]
             if label not in allowed:
                 raise MtdnnError(f"paper.{arm} names column '{label}', which the table does not "
                                  "have", file=path, key=f"paper.{arm}.{label}",
@@ -473,12 +474,13 @@ def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, An
     return record
 
 
-def allowed_fingerprints(config: ExperimentConfig) -> dict[tuple[str, int | None],
-                                                           set[str | None]]:
+def allowed_fingerprints(config: ExperimentConfig,
+                         prints: dict[tuple[str, int | None], str | None]
+                         ) -> dict[tuple[str, int | None], set[str | None]]:
     """(arm, stage seed) -> every start weight a finished run of it may have started from:
-    for a stage, each of its realizations."""
+    the one in ``prints`` (:func:`start_fingerprints`), and for a stage each realization."""
     allowed: dict[tuple[str, int | None], set[str | None]] = {
-        key: {value} for key, value in start_fingerprints(config, running=False).items()}
+        key: {value} for key, value in prints.items()}
     for arm in config.arms:
         stage = stage_of(config, arm)
         for seed in config.stages[stage].seeds if stage else ():
@@ -718,7 +720,7 @@ def run_experiment(config: ExperimentConfig) -> Path:
     Every finished run is checked before anything is written."""
     sizes = all_sizes(config)
     prints = start_fingerprints(config, running=True)
-    allowed = allowed_fingerprints(config)
+    allowed = allowed_fingerprints(config, prints)
     todo = []
     for cell in cells(config, sizes):
         path = find_record(config, cell.folder)
@@ -738,13 +740,14 @@ def run_experiment(config: ExperimentConfig) -> Path:
             stage = stage_of(config, cell.arm)
             init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
             key = (cell.arm, cell.stage_seed)
-            if stage is not None and key not in prints:  # its start weights, once trained
+            built = stage is not None and key not in prints  # start weights known once trained
+            if built:
                 init, prints[key] = build_stage(config, stage, cell.stage_seed)
             source = reusable_record(config, cell, sizes[cell.task][cell.subset], prints[key])
             if source is not None:
                 reuse(config, cell, source)
                 continue
-            if stage is not None:  # at once if trained above (or in an earlier run)
+            if stage is not None and not built:  # trained in an earlier run (or re-trained)
                 init, prints[key] = build_stage(config, stage, cell.stage_seed)
             log.info("run %s", cell)
             run_cell(config, cell, sizes[cell.task][cell.subset], init, prints[key])
@@ -757,7 +760,7 @@ def run_experiment(config: ExperimentConfig) -> Path:
 def collect(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]
             ) -> list[dict[str, Any]]:
     """The finished runs' records; one trained with other training keys is an error."""
-    allowed = allowed_fingerprints(config)
+    allowed = allowed_fingerprints(config, start_fingerprints(config, running=False))
     records = []
     for cell in sorted(cells(config, sizes), key=lambda c: list(config.arms).index(c.arm)):
         path = find_record(config, cell.folder)
@@ -814,10 +817,9 @@ def write_report(config: ExperimentConfig,
         table = report.tasks_table(arms, records, stage_rows(config), list(config.tasks),
                                    config.baseline)
         table += report.learning_curve_table(arms, records, list(config.tasks))
-        columns = {f"{t} {m}": (t, m, None)
-                   for t, m in report.task_columns(records, list(config.tasks))}
-        plot_arms(records, report.task_columns(records, list(config.tasks)), arms,
-                  out / "results.png")
+        found = report.task_columns(records, list(config.tasks))
+        columns = {f"{t} {m}": (t, m, None) for t, m in found}
+        plot_arms(records, found, arms, out / "results.png")
     table += report.sign_pattern_table(config.paper, report.arm_pairs(arms, config.baseline),
                                        columns, records)
     for task in config.agreement:

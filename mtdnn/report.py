@@ -36,6 +36,15 @@ def mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}"
 
 
+def welch_p(a: list[float], b: list[float]) -> float | None:
+    """Welch's t-test p of two samples; None without two runs a side and some spread."""
+    if min(len(a), len(b)) < 2 or np.var(a) + np.var(b) == 0:
+        return None
+    from scipy import stats
+
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
 def difference(a: list[float], b: list[float]) -> str:
     """``mean(a) − mean(b)`` with Welch's p; p needs two runs a side and some spread."""
     if not a or not b:
@@ -45,11 +54,9 @@ def difference(a: list[float], b: list[float]) -> str:
         gap = "+0.0"
     if min(len(a), len(b)) < 2:
         return f"{gap} (no p: 1 seed)"
-    if np.var(a) + np.var(b) == 0:
+    p = welch_p(a, b)
+    if p is None:
         return f"{gap} (no p: no spread)"
-    from scipy import stats
-
-    p = stats.ttest_ind(a, b, equal_var=False).pvalue
     return f"{gap} (p = {p:.3f})" if p >= 0.001 else f"{gap} (p < 0.001)"
 
 
@@ -193,8 +200,8 @@ def sign_pattern_table(paper: dict[str, dict[str, float]], pairs: list[tuple[str
                     same, mark = same + 1, " ✓"
                 elif theirs != 0 and gap != 0:
                     mark = " ✗"
-                significant += "p < 0.001" in ours or (
-                    "p = " in ours and float(ours.split("p = ")[1].rstrip(")")) < 0.05)
+                p = welch_p(a, b)
+                significant += p is not None and p < 0.05
             cells.append(f"{theirs:+.1f} → {ours}{mark}")
         lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
     lines += ["", f"The same sign as the paper in {same} of {total} comparisons run; "
