@@ -44,7 +44,7 @@ def train_main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override config keys, e.g. optimizer.lr=3e-5 tasks=[rte,mrpc]")
     add_debug_flag(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # flags may sit among the overrides
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         datefmt="%H:%M:%S")
     summary = train(load_config(args.config, args.overrides))

@@ -5,12 +5,16 @@
 # Start one per core, e.g.
 #   nohup scripts/work_queue.sh experiments/smart_calibration.yaml \
 #       experiments/finetune_length.yaml > runs/worker1.log 2>&1 &
+# An entry may carry the experiment's key=value overrides after the config, quoted as one:
+#   scripts/work_queue.sh "experiments/smart_calibration.yaml arms.eps1e-5_l1.tasks=[scitail]"
 # Publish from a checkout with: python -m mtdnn.experiment --config X --report-only --publish
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-for config in "$@"; do
-    echo "== $(date -u +%FT%TZ) $config"
-    .venv/bin/python -m mtdnn.experiment --config "$config" || echo "== failed: $config"
+set -f  # overrides such as tasks=[scitail] are not file patterns
+for entry in "$@"; do
+    read -r -a words <<< "$entry"
+    echo "== $(date -u +%FT%TZ) $entry"
+    .venv/bin/python -m mtdnn.experiment --config "${words[@]}" || echo "== failed: $entry"
 done
 echo "== $(date -u +%FT%TZ) queue done"

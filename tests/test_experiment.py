@@ -125,7 +125,9 @@ def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
     # A later session has only the published records: they count as finished, and
     # --report-only --publish regenerates the published table byte for byte.
     shutil.rmtree(out)
-    report = experiment(path, "--report-only", "--publish", "seeds=[1,2,3]")
+    # (flags may sit among the overrides)
+    report = experiment(path, "seeds=[1,2,3]", "--report-only", f"output_dir={out}",
+                        "--publish")
     assert report.returncode == 0, report.stderr[-3000:]
     assert " run Cell" not in report.stderr and "8 of 12 runs finished" in report.stdout
     assert not list(out.glob("*/*/*/seed3"))
