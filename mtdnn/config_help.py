@@ -61,7 +61,7 @@ MEANINGS = {
     "sampler.steps_per_epoch": "fix an epoch's length in steps",
     "sampler.group_by_length": "batch examples of similar length (less padding)",
     "smart.enabled": "SMART fine-tuning (Jiang et al. 2020)",
-    "smart.preset": "fill the keys of a named recipe: paper or reference",
+    "smart.preset": "fill the keys of a named recipe: paper, reference or calibrated",
     "smart.adv_weight": "λ_s, the weight of the adversarial regulariser R_s (0: off)",
     "smart.epsilon": "ε, the radius of the perturbation's ℓ∞ ball",
     "smart.noise_std": "σ, the initial perturbation's standard deviation",

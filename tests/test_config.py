@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from mtdnn.config import config_from_dict, config_to_yaml, load_config
+from mtdnn.config import SMART_PRESETS, config_from_dict, config_to_yaml, load_config
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment import load_experiment
 
@@ -68,6 +68,11 @@ def test_smart_presets_fill_keys_that_are_not_given() -> None:
     assert mine.smart.bregman_weight == 1 and mine.smart.ascent == "reference"
     with pytest.raises(MtdnnError, match="unknown value 'referense' \\(did you mean 'reference'"):
         load_config(None, ["tasks=[rte]", "smart.preset=referense"])
+    # the calibrated preset moves ε off the paper's inert 1e-5, with η = 100 ε reaching the ball
+    calibrated = load_config(None, ["tasks=[rte]", "smart.enabled=true", "smart.preset=calibrated"])
+    assert calibrated.smart.epsilon == SMART_PRESETS["calibrated"]["epsilon"] > 1e-5
+    assert calibrated.smart.eta == pytest.approx(100 * calibrated.smart.epsilon)
+    assert calibrated.smart.bregman_weight == 1 and calibrated.smart.ascent == "paper"
 
 
 def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
