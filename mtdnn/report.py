@@ -288,6 +288,8 @@ def tasks_table(arms: list[str], records: list[Record],
                 tasks: list[str] = (), baseline: str | None = None) -> str:
     """Arms × (task, metric), mean ± std over seeds, then the pairwise differences."""
     columns = task_columns(records, tasks)
+    if not columns:  # the columns are the finished runs' metrics
+        return f"No run has finished yet (arms: {', '.join(arms)}).\n"
     lines = table_head([f"{t} {m}" for t, m in columns] + ["mean"], first="arm")
     for name, metrics in stage_rows.items():
         cells = [f"{100 * metrics[t][m]:.1f}" if m in metrics.get(t, {}) else "—"

@@ -513,3 +513,14 @@ def test_publish_copies_records_of_a_relative_output_dir(tmp_path: Path,
     publish(config)
     assert Path("published/plain/rte/full/seed1/result.json").read_text() == '{"arm": "plain"}'
     assert Path("published/results.md").read_text() == "table"
+
+
+def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
+    from mtdnn.report import tasks_table
+
+    table = tasks_table(["plain", "smart"], [], {}, ["rte"])
+    assert table == "No run has finished yet (arms: plain, smart).\n"
+    finished = [{"arm": "plain", "seed": 13, "metrics": {"rte": {"accuracy": 0.6}}}]
+    assert tasks_table(["plain", "smart"], finished, {}, ["rte"]).splitlines()[:4] == [
+        "| arm | rte accuracy | mean |", "|---|---|---|",
+        "| plain | 60.0 (1 seed) | 60.0 (1 seed) |", "| smart | not run | not run |"]
