@@ -200,6 +200,7 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
     if config.baseline is not None and config.baseline not in config.arms:
         raise MtdnnError(f"baseline '{config.baseline}' is not an arm", file=path,
                          key="baseline", allowed=", ".join(config.arms))
+    config = without_narrowed_tasks(config, load_mapping(path).get("tasks"))
     strangers = [t for t in config.agreement if t not in config.tasks]
     if strangers:
         raise MtdnnError(f"agreement names task '{strangers[0]}', which the experiment does "
@@ -228,6 +229,23 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
         if arm.backend == "hf_trainer":
             check_hf_keys(keys, name, path, arm)
     return config
+
+
+def without_narrowed_tasks(config: ExperimentConfig, declared: object) -> ExperimentConfig:
+    """The config without the paper's numbers and the agreement breakdowns of the tasks the
+    file declares but an override took out (``tasks=[rte]`` runs a grid one task at a time:
+    the other tasks' entries are set aside, not mistakes). An entry for a task the file
+    never runs stays, for the checks to name it."""
+    if not isinstance(declared, (list, tuple)):
+        return config
+    narrowed = {task for task in declared if task not in config.tasks}
+    if not narrowed:
+        return config
+    paper = {arm: {label: value for label, value in numbers.items()
+                   if label.split(" ", 1)[0] not in narrowed}
+             for arm, numbers in config.paper.items()}
+    agreement = {task: spec for task, spec in config.agreement.items() if task not in narrowed}
+    return dataclasses.replace(config, paper=paper, agreement=agreement)
 
 
 def check_paper(config: ExperimentConfig, path: str | Path | None) -> None:

@@ -407,6 +407,31 @@ def test_the_papers_sign_pattern_beside_ours() -> None:
     assert sign_pattern_table(paper, [("other", "plain")], columns, rows) == ""
 
 
+def test_narrowing_the_tasks_keeps_the_paper_and_agreement_entries_of_the_rest_out(
+        tmp_path: Path) -> None:
+    from mtdnn.errors import MtdnnError
+    from mtdnn.experiment import load_experiment
+
+    config = tmp_path / "table.yaml"
+    config.write_text(yaml.safe_dump({
+        "tasks": ["rte", "mnli"], "arms": {"plain": None, "smart": None},
+        "paper": {"plain": {"rte accuracy": 63.5, "mnli accuracy": 84.5},
+                  "smart": {"rte accuracy": 71.2, "mnli accuracy": 85.6}},
+        "agreement": {"mnli": {"chaosnli": "c.jsonl", "rows": ["d.jsonl"]}}}))
+    # a worker taking the grid one task at a time: the other task's entries are not errors
+    narrowed = load_experiment(config, ["tasks=[rte]"])
+    assert narrowed.paper == {"plain": {"rte accuracy": 63.5}, "smart": {"rte accuracy": 71.2}}
+    assert narrowed.agreement == {}
+    whole = load_experiment(config, [])
+    assert whole.paper["plain"] == {"rte accuracy": 63.5, "mnli accuracy": 84.5}
+    assert list(whole.agreement) == ["mnli"]
+    # an entry for a task the file never runs is still a mistake, named
+    with pytest.raises(MtdnnError, match="'rtee accuracy', which the table does not have"):
+        load_experiment(config, ["tasks=[rte]", "paper.plain.rtee accuracy=1"])
+    with pytest.raises(MtdnnError, match="agreement names task 'snli'"):
+        load_experiment(config, ["agreement.snli={chaosnli: c.jsonl, rows: [d.jsonl]}"])
+
+
 def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
         tmp_path: Path) -> None:
     import os
