@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import json
 import logging
@@ -41,7 +42,7 @@ import numpy as np
 
 from mtdnn import report
 from mtdnn.checkpoint import continue_keys, weights_fingerprint
-from mtdnn.config import config_from_dict, load_mapping
+from mtdnn.config import apply_override, config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
 from mtdnn.files import atomic_write_json, atomic_write_text, make_output_dir, read_json
 from mtdnn.schema import build, to_dict
@@ -179,7 +180,10 @@ def flat(keys: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def load_experiment(path: str | Path | None, overrides: list[str]) -> ExperimentConfig:
     """Load the experiment YAML with ``key=value`` overrides; every arm's and stage's
     training keys are validated now, not in the tenth run."""
-    data = load_mapping(path, overrides)
+    data = load_mapping(path)
+    declared = copy.deepcopy(data.get("tasks"))  # what the file runs, before overrides narrow it
+    for override in overrides:
+        apply_override(data, override)
     source = path or "command line"
     train_keys = data.get("train") or {}
     if not isinstance(train_keys, dict):
@@ -200,7 +204,7 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
     if config.baseline is not None and config.baseline not in config.arms:
         raise MtdnnError(f"baseline '{config.baseline}' is not an arm", file=path,
                          key="baseline", allowed=", ".join(config.arms))
-    config = without_narrowed_tasks(config, load_mapping(path).get("tasks"))
+    config = without_narrowed_tasks(config, declared)
     strangers = [t for t in config.agreement if t not in config.tasks]
     if strangers:
         raise MtdnnError(f"agreement names task '{strangers[0]}', which the experiment does "
