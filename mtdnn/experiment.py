@@ -31,10 +31,12 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -537,6 +539,78 @@ def start_fingerprints(config: ExperimentConfig, running: bool
     return prints
 
 
+# --- a session's end ------------------------------------------------------------------
+
+def parse_stop_by(text: str, now: datetime | None = None) -> datetime:
+    """``--stop-by``: an ISO 8601 date-time (``2026-11-25T11:05Z``), or ``HH:MM``, the next
+    such local time. A naive date-time is local time."""
+    now = now or datetime.now().astimezone()
+    clock = re.fullmatch(r"(\d{1,2}):(\d{2})", text.strip())
+    try:
+        if clock:
+            at = now.replace(hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0)
+            return at if at > now else at + timedelta(days=1)
+        at = datetime.fromisoformat(text.strip())
+    except ValueError as error:
+        raise MtdnnError(f"--stop-by {text!r} is not a time ({error})", key="--stop-by",
+                         allowed="HH:MM (the next such local time) or an ISO 8601 date-time, "
+                                 "e.g. 2026-11-25T11:05Z") from None
+    return at if at.tzinfo else at.astimezone()
+
+
+def typical_seconds(config: ExperimentConfig, cell: Cell, entry: dict[str, Any]) -> float | None:
+    """How long a run like ``cell`` takes: the median wall time of the finished runs with
+    its task, training file and training keys (any arm name, seed or start weights), in
+    this experiment's folders and ``reuse_from``'s; None before one has finished."""
+    keys = arm_train_keys(config, cell.arm)
+    train_file = entry["file"] if cell.task != MULTITASK else None
+    times = {}
+    for root in {Path(r) for r in (config.output_dir, config.publish_dir, *config.reuse_from)
+                 if r}:
+        for path in root.glob(f"*/{cell.task}/*/*/{RECORD}"):
+            record = read_json(path)
+            if (record.get("wall_seconds") and record.get("train_file") == train_file
+                    and without_cosmetic(record.get("train_keys") or {}) == keys):
+                # a reused record is a copy of its source: the same run counts once
+                run = (record.get("seed"), record.get("stage_seed"),
+                       record.get("start_fingerprint"))
+                times[run] = float(record["wall_seconds"])
+    return float(np.median(list(times.values()))) if times else None
+
+
+def typical_stage_seconds(config: ExperimentConfig, name: str) -> float | None:
+    """The median training time of a stage's realizations (any seed) that recorded it."""
+    times = [r["train_seconds"] for seed in config.stages[name].seeds
+             if (record := stage_record(config, name, seed)) is not None
+             for r in record.get("realizations") or [record] if r.get("train_seconds")]
+    return float(np.median(times)) if times else None
+
+
+def fits_before(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+                stop_by: datetime) -> bool:
+    """Whether ``cell`` (with its stage, if this machine must train that first) is expected
+    to finish by ``stop_by``. A run cut off by a session's end may be lost with its run
+    folder, so a worker leaves it for a later session and takes a shorter one. What no
+    finished run times is counted as taking no time (a run with nothing to time it by is
+    started)."""
+    parts = [typical_seconds(config, cell, entry)]
+    stage = stage_of(config, cell.arm)
+    if stage is not None and not stage_trained(stage_folder(config, stage, cell.stage_seed)):
+        parts.append(typical_stage_seconds(config, stage))
+    known = [seconds for seconds in parts if seconds is not None]
+    return finishes_in_time(sum(known) if known else None, stop_by, str(cell))
+
+
+def finishes_in_time(expected: float | None, stop_by: datetime, what: str) -> bool:
+    """Whether ``expected`` seconds (None: unknown, so yes) end by ``stop_by``; logs a no."""
+    left = (stop_by - datetime.now().astimezone()).total_seconds()
+    if expected is None or expected <= left:
+        return True
+    log.info("not started: %s takes about %.0f min, %.0f min left before --stop-by %s",
+             what, expected / 60, max(left, 0) / 60, stop_by.isoformat(timespec="minutes"))
+    return False
+
+
 # --- running -----------------------------------------------------------------------
 
 @contextlib.contextmanager
@@ -587,13 +661,17 @@ def build_stage(config: ExperimentConfig, name: str, seed: int,
         time.sleep(STAGE_POLL_SECONDS)
 
 
-def build_stages(config: ExperimentConfig) -> None:
+def build_stages(config: ExperimentConfig, stop_by: datetime | None = None) -> None:
     """Every stage seed an arm starts from (``--stages-only``: the long stage-1 runs can
     start before the fine-tuning settings are chosen); one claimed by another worker is
-    left to it."""
+    left to it, and with ``stop_by`` one not expected to finish by then is left for later."""
     needed = {(stage, seed) for arm in config.arms if (stage := stage_of(config, arm))
               for seed in config.stages[stage].seeds}
     for stage, seed in sorted(needed):
+        if (stop_by is not None and not stage_trained(stage_folder(config, stage, seed))
+                and not finishes_in_time(typical_stage_seconds(config, stage), stop_by,
+                                         f"stage {stage} seed {seed}")):
+            continue
         if build_stage(config, stage, seed, wait=False) is None:
             log.info("stage %s seed %d: another worker trains it", stage, seed)
 
@@ -607,19 +685,20 @@ def _build_stage(config: ExperimentConfig, name: str, seed: int, folder: Path
 
     record = stage_record(config, name, seed)
     keys = stage_train_keys(config, name)
-    if not ((folder / "summary.json").is_file() and (folder / "last").is_dir()):
+    if not stage_trained(folder):
         log.info("stage %s seed %d", name, seed)
         train(config_from_dict({**keys, "seed": seed, "output_dir": str(folder),
                                 **continue_keys(folder)}, source=f"stage {folder}"))
     fingerprint = weights_fingerprint(folder / "last")
     summary = read_json(folder / "summary.json")
     made = {"weights_fingerprint": fingerprint, "machine": summary.get("machine"),
-            "metrics": summary["last"]["metrics"]}
+            "metrics": summary["last"]["metrics"], "train_seconds": summary.get("train_seconds")}
     if record is None:
         record = {"stage": name, "seed": seed, "weights_fingerprint": fingerprint,
                   "train_keys": keys, "precision": summary.get("precision"),
                   "steps": summary["steps"], "metrics": summary["last"]["metrics"],
-                  "machine": summary.get("machine")}
+                  "machine": summary.get("machine"),
+                  "train_seconds": summary.get("train_seconds")}
     elif fingerprint not in {r["weights_fingerprint"] for r in realizations(record)}:
         earlier = realizations(record)[-1]
         if config.retrained_stages == "error":
@@ -641,6 +720,11 @@ def _build_stage(config: ExperimentConfig, name: str, seed: int, folder: Path
     if not (folder / RECORD).is_file() or read_json(folder / RECORD) != record:
         atomic_write_json(folder / RECORD, record)
     return folder / "last", fingerprint
+
+
+def stage_trained(folder: Path) -> bool:
+    """Whether a stage's folder holds its finished training (on this machine)."""
+    return (folder / "summary.json").is_file() and (folder / "last").is_dir()
 
 
 def describe(machine: dict[str, Any] | None) -> str:
@@ -737,9 +821,10 @@ def all_sizes(config: ExperimentConfig) -> dict[str, dict[str, dict[str, Any]]]:
     return {task: subset_sizes(config, task) for task in grid_tasks(config)}
 
 
-def run_experiment(config: ExperimentConfig) -> Path:
+def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) -> Path:
     """Run every missing run, then write the results files; returns the results folder.
-    Every finished run is checked before anything is written."""
+    Every finished run is checked before anything is written. With ``stop_by``, a run not
+    expected to finish by then is left for later (:func:`fits_before`)."""
     sizes = all_sizes(config)
     prints = start_fingerprints(config, running=True)
     allowed = allowed_fingerprints(config, prints)
@@ -755,6 +840,9 @@ def run_experiment(config: ExperimentConfig) -> Path:
     atomic_write_json(out / "experiment_config.json", to_dict(config))
     for cell in todo:
         folder = Path(config.output_dir) / cell.folder
+        if stop_by is not None and not fits_before(config, cell, sizes[cell.task][cell.subset],
+                                                   stop_by):
+            continue
         with claimed(folder) as mine:
             # another worker on the same grid runs it (or finished it meanwhile)
             if not mine or (folder / RECORD).is_file():
@@ -913,6 +1001,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="copy the records and results files into publish_dir")
     parser.add_argument("--stages-only", action="store_true",
                         help="train the stages the arms start from, and nothing else")
+    parser.add_argument("--stop-by", metavar="TIME",
+                        help="start no run that is not expected to finish by TIME (HH:MM or "
+                             "an ISO date-time), judged by the wall times of finished runs "
+                             "like it; for sessions whose end takes the run folders with it")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override a config key, e.g. seeds=[13,14] train.epochs=2")
     add_debug_flag(parser)
@@ -920,9 +1012,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         datefmt="%H:%M:%S")
     config = load_experiment(args.config, args.overrides)
+    stop_by = parse_stop_by(args.stop_by) if args.stop_by else None
     if args.stages_only:
         start_fingerprints(config, running=True)  # stage records checked before training
-        build_stages(config)
+        build_stages(config, stop_by)
         if args.publish:
             publish(config)
         return
@@ -930,7 +1023,7 @@ def main(argv: list[str] | None = None) -> None:
         out = make_output_dir(Path(config.output_dir))
         write_report(config, all_sizes(config))
     else:
-        out = run_experiment(config)
+        out = run_experiment(config, stop_by)
     if args.publish:
         publish(config)
     sizes = all_sizes(config)

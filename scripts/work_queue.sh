@@ -7,14 +7,20 @@
 #       experiments/finetune_length.yaml > runs/worker1.log 2>&1 &
 # An entry may carry the experiment's key=value overrides after the config, quoted as one:
 #   scripts/work_queue.sh "experiments/smart_calibration.yaml arms.eps1e-5_l1.tasks=[scitail]"
+# STOP_BY=HH:MM (or an ISO date-time) starts no run that is not expected to finish by then
+# (--stop-by: judged by finished runs like it), e.g. a session's end, which may take the
+# run folders with it:
+#   STOP_BY=11:05 nohup scripts/work_queue.sh ... &
 # Publish from a checkout with: python -m mtdnn.experiment --config X --report-only --publish
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 set -f  # overrides such as tasks=[scitail] are not file patterns
+stop=()
+[ -n "${STOP_BY:-}" ] && stop=(--stop-by "$STOP_BY")
 for entry in "$@"; do
     read -r -a words <<< "$entry"
     echo "== $(date -u +%FT%TZ) $entry"
-    .venv/bin/python -m mtdnn.experiment --config "${words[@]}" || echo "== failed: $entry"
+    .venv/bin/python -m mtdnn.experiment "${stop[@]}" --config "${words[@]}" || echo "== failed: $entry"
 done
 echo "== $(date -u +%FT%TZ) queue done"

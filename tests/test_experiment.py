@@ -549,3 +549,64 @@ def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
     assert tasks_table(["plain", "smart"], finished, {}, ["rte"]).splitlines()[:4] == [
         "| arm | rte accuracy | mean |", "|---|---|---|",
         "| plain | 60.0 (1 seed) | 60.0 (1 seed) |", "| smart | not run | not run |"]
+
+
+def test_stop_by_reads_a_clock_time_or_an_iso_date_time_and_names_a_bad_one() -> None:
+    from datetime import datetime, timezone
+
+    from mtdnn.errors import MtdnnError
+    from mtdnn.experiment import parse_stop_by
+
+    now = datetime(2026, 11, 25, 10, 30, tzinfo=timezone.utc)
+    assert parse_stop_by("11:05", now) == datetime(2026, 11, 25, 11, 5, tzinfo=timezone.utc)
+    assert parse_stop_by("09:00", now) == datetime(2026, 11, 26, 9, 0, tzinfo=timezone.utc)
+    assert parse_stop_by("2026-11-25T12:00Z", now) == datetime(2026, 11, 25, 12, 0,
+                                                               tzinfo=timezone.utc)
+    with pytest.raises(MtdnnError, match="--stop-by 'soon' is not a time") as error:
+        parse_stop_by("soon", now)
+    assert "HH:MM" in str(error.value)
+
+
+def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run loop weighs a run by the median wall time of finished runs like it (same
+    task file and training keys; a reused copy counts once) and starts it only if it ends
+    before --stop-by."""
+    from datetime import datetime, timedelta
+
+    from mtdnn import experiment
+    from mtdnn.experiment import Cell, arm_train_keys, load_experiment, typical_seconds
+
+    train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
+    train.write_text('{"uid": "a", "sentence1": "x", "sentence2": "y", "label": "entailment"}\n')
+    dev.write_text(train.read_text())
+    config = load_experiment(None, [
+        f"output_dir={tmp_path / 'runs'}", f"reuse_from=[{tmp_path / 'other'}]",
+        "arms={plain: null}", "tasks=[rte]", "seeds=[1,2,3]",
+        f"task_files={{rte: {{train: {train}, dev: {dev}}}}}"])
+    keys = arm_train_keys(config, "plain")
+
+    def record(root: str, seed: int, seconds: float, train_keys: dict) -> None:
+        path = tmp_path / root / "plain" / "rte" / "full" / f"seed{seed}" / "result.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({
+            "arm": "plain", "task": "rte", "subset": "full", "seed": seed,
+            "train_file": str(train), "train_keys": train_keys, "start_fingerprint": None,
+            "metrics": {"rte": {"accuracy": 0.5}}, "wall_seconds": seconds}))
+
+    record("runs", 1, 3000.0, keys)
+    record("runs", 2, 4000.0, keys)
+    record("other", 1, 3000.0, keys)  # a copy of seed 1's run: counted once
+    record("other", 5, 10.0, {**keys, "epochs": 9})  # other training keys: not like it
+    entry = {"file": str(train), "size": 1, "available": True}
+    assert typical_seconds(config, Cell("plain", "rte", "full", 3), entry) == 3500.0
+
+    started = []
+    monkeypatch.setattr(experiment, "run_cell", lambda config, cell, *rest: started.append(cell))
+    monkeypatch.setattr(experiment, "write_report", lambda *args: None)
+    soon = datetime.now().astimezone() + timedelta(minutes=30)
+    experiment.run_experiment(config, soon)
+    assert started == []  # 58 minutes do not fit in 30
+    assert not (tmp_path / "runs" / "plain" / "rte" / "full" / "seed3").exists()
+    experiment.run_experiment(config, soon + timedelta(hours=1))
+    assert started == [Cell("plain", "rte", "full", 3)]
