@@ -561,21 +561,27 @@ def parse_stop_by(text: str, now: datetime | None = None) -> datetime:
 def typical_seconds(config: ExperimentConfig, cell: Cell, entry: dict[str, Any]) -> float | None:
     """How long a run like ``cell`` takes: the median wall time of the finished runs with
     its task, training file and training keys (any arm name, seed or start weights), in
-    this experiment's folders and ``reuse_from``'s; None before one has finished."""
+    this experiment's folders and ``reuse_from``'s; before one has finished, the slowest
+    finished run on its training file (any keys); None before any has."""
     keys = arm_train_keys(config, cell.arm)
     train_file = entry["file"] if cell.task != MULTITASK else None
-    times = {}
+    alike, same_file = {}, {}
     for root in {Path(r) for r in (config.output_dir, config.publish_dir, *config.reuse_from)
                  if r}:
         for path in root.glob(f"*/{cell.task}/*/*/{RECORD}"):
             record = read_json(path)
-            if (record.get("wall_seconds") and record.get("train_file") == train_file
-                    and without_cosmetic(record.get("train_keys") or {}) == keys):
-                # a reused record is a copy of its source: the same run counts once
-                run = (record.get("seed"), record.get("stage_seed"),
-                       record.get("start_fingerprint"))
-                times[run] = float(record["wall_seconds"])
-    return float(np.median(list(times.values()))) if times else None
+            if not record.get("wall_seconds") or record.get("train_file") != train_file:
+                continue
+            record_keys = without_cosmetic(record.get("train_keys") or {})
+            # a reused record is a copy of its source: the same run counts once
+            run = (json.dumps(record_keys, sort_keys=True), record.get("seed"),
+                   record.get("stage_seed"), record.get("start_fingerprint"))
+            same_file[run] = float(record["wall_seconds"])
+            if record_keys == keys:
+                alike[run] = same_file[run]
+    if alike:
+        return float(np.median(list(alike.values())))
+    return max(same_file.values()) if same_file else None
 
 
 def typical_stage_seconds(config: ExperimentConfig, name: str) -> float | None:
@@ -591,8 +597,8 @@ def fits_before(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
     """Whether ``cell`` (with its stage, if this machine must train that first) is expected
     to finish by ``stop_by``. A run cut off by a session's end may be lost with its run
     folder, so a worker leaves it for a later session and takes a shorter one. What no
-    finished run times is counted as taking no time (a run with nothing to time it by is
-    started)."""
+    finished run times is counted as taking no time (a run on a training file no run has
+    finished on yet is started)."""
     parts = [typical_seconds(config, cell, entry)]
     stage = stage_of(config, cell.arm)
     if stage is not None and not stage_trained(stage_folder(config, stage, cell.stage_seed)):

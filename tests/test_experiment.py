@@ -570,8 +570,8 @@ def test_stop_by_reads_a_clock_time_or_an_iso_date_time_and_names_a_bad_one() ->
 def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run loop weighs a run by the median wall time of finished runs like it (same
-    task file and training keys; a reused copy counts once) and starts it only if it ends
-    before --stop-by."""
+    task file and training keys; a reused copy counts once; else the slowest on its file)
+    and starts it only if it ends before --stop-by."""
     from datetime import datetime, timedelta
 
     from mtdnn import experiment
@@ -580,10 +580,10 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
     train.write_text('{"uid": "a", "sentence1": "x", "sentence2": "y", "label": "entailment"}\n')
     dev.write_text(train.read_text())
-    config = load_experiment(None, [
-        f"output_dir={tmp_path / 'runs'}", f"reuse_from=[{tmp_path / 'other'}]",
-        "arms={plain: null}", "tasks=[rte]", "seeds=[1,2,3]",
-        f"task_files={{rte: {{train: {train}, dev: {dev}}}}}"])
+    overrides = [f"output_dir={tmp_path / 'runs'}", f"reuse_from=[{tmp_path / 'other'}]",
+                 "arms={plain: null}", "tasks=[rte]", "seeds=[1,2,3]",
+                 f"task_files={{rte: {{train: {train}, dev: {dev}}}}}"]
+    config = load_experiment(None, overrides)
     keys = arm_train_keys(config, "plain")
 
     def record(root: str, seed: int, seconds: float, train_keys: dict) -> None:
@@ -600,6 +600,11 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     record("other", 5, 10.0, {**keys, "epochs": 9})  # other training keys: not like it
     entry = {"file": str(train), "size": 1, "available": True}
     assert typical_seconds(config, Cell("plain", "rte", "full", 3), entry) == 3500.0
+    # keys no finished run had: the slowest run on the same file stands in
+    other_keys = load_experiment(None, [*overrides, "train={epochs: 2}"])
+    assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), entry) == 4000.0
+    elsewhere = {**entry, "file": str(dev)}
+    assert typical_seconds(config, Cell("plain", "rte", "full", 3), elsewhere) is None
 
     started = []
     monkeypatch.setattr(experiment, "run_cell", lambda config, cell, *rest: started.append(cell))
