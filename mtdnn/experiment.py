@@ -480,7 +480,8 @@ def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], p
 def realizations(record: dict[str, Any]) -> list[dict[str, Any]]:
     """A stage record's realizations (the weights each training of it gave), oldest first."""
     return record.get("realizations") or [
-        {"weights_fingerprint": record["weights_fingerprint"], "machine": record.get("machine")}]
+        {"weights_fingerprint": record["weights_fingerprint"], "machine": record.get("machine"),
+         "train_seconds": record.get("train_seconds")}]
 
 
 def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, Any] | None:
@@ -588,7 +589,7 @@ def typical_stage_seconds(config: ExperimentConfig, name: str) -> float | None:
     """The median training time of a stage's realizations (any seed) that recorded it."""
     times = [r["train_seconds"] for seed in config.stages[name].seeds
              if (record := stage_record(config, name, seed)) is not None
-             for r in record.get("realizations") or [record] if r.get("train_seconds")]
+             for r in realizations(record) if r.get("train_seconds")]
     return float(np.median(times)) if times else None
 
 
@@ -845,10 +846,7 @@ def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) ->
     out = make_output_dir(Path(config.output_dir))
     atomic_write_json(out / "experiment_config.json", to_dict(config))
     for cell in todo:
-        folder = Path(config.output_dir) / cell.folder
-        if stop_by is not None and not fits_before(config, cell, sizes[cell.task][cell.subset],
-                                                   stop_by):
-            continue
+        folder, entry = Path(config.output_dir) / cell.folder, sizes[cell.task][cell.subset]
         with claimed(folder) as mine:
             # another worker on the same grid runs it (or finished it meanwhile)
             if not mine or (folder / RECORD).is_file():
@@ -857,16 +855,22 @@ def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) ->
             init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
             key = (cell.arm, cell.stage_seed)
             built = stage is not None and key not in prints  # start weights known once trained
+            # --stop-by weighs what this worker would train: not a run another worker holds,
+            # nor one copied in from reuse_from (which takes no time)
             if built:
+                if stop_by is not None and not fits_before(config, cell, entry, stop_by):
+                    continue
                 init, prints[key] = build_stage(config, stage, cell.stage_seed)
-            source = reusable_record(config, cell, sizes[cell.task][cell.subset], prints[key])
+            source = reusable_record(config, cell, entry, prints[key])
             if source is not None:
                 reuse(config, cell, source)
+                continue
+            if not built and stop_by is not None and not fits_before(config, cell, entry, stop_by):
                 continue
             if stage is not None and not built:  # trained in an earlier run (or re-trained)
                 init, prints[key] = build_stage(config, stage, cell.stage_seed)
             log.info("run %s", cell)
-            run_cell(config, cell, sizes[cell.task][cell.subset], init, prints[key])
+            run_cell(config, cell, entry, init, prints[key])
     write_report(config, sizes)
     return out
 

@@ -571,7 +571,8 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run loop weighs a run by the median wall time of finished runs like it (same
     task file and training keys; a reused copy counts once; else the slowest on its file)
-    and starts it only if it ends before --stop-by."""
+    and starts it only if it ends before --stop-by; a run it can copy from reuse_from is
+    copied whatever the time."""
     from datetime import datetime, timedelta
 
     from mtdnn import experiment
@@ -581,7 +582,7 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     train.write_text('{"uid": "a", "sentence1": "x", "sentence2": "y", "label": "entailment"}\n')
     dev.write_text(train.read_text())
     overrides = [f"output_dir={tmp_path / 'runs'}", f"reuse_from=[{tmp_path / 'other'}]",
-                 "arms={plain: null}", "tasks=[rte]", "seeds=[1,2,3]",
+                 "arms={plain: null}", "tasks=[rte]", "seeds=[1,2,3,4]",
                  f"task_files={{rte: {{train: {train}, dev: {dev}}}}}"]
     config = load_experiment(None, overrides)
     keys = arm_train_keys(config, "plain")
@@ -591,7 +592,8 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({
             "arm": "plain", "task": "rte", "subset": "full", "seed": seed,
-            "train_file": str(train), "train_keys": train_keys, "start_fingerprint": None,
+            "train_file": str(train), "dev_file": str(dev), "backend": "mtdnn",
+            "train_keys": train_keys, "start_fingerprint": None,
             "metrics": {"rte": {"accuracy": 0.5}}, "wall_seconds": seconds}))
 
     record("runs", 1, 3000.0, keys)
@@ -606,12 +608,16 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     elsewhere = {**entry, "file": str(dev)}
     assert typical_seconds(config, Cell("plain", "rte", "full", 3), elsewhere) is None
 
+    record("other", 4, 3000.0, keys)  # seed 4's run, made by another experiment
     started = []
     monkeypatch.setattr(experiment, "run_cell", lambda config, cell, *rest: started.append(cell))
     monkeypatch.setattr(experiment, "write_report", lambda *args: None)
     soon = datetime.now().astimezone() + timedelta(minutes=30)
     experiment.run_experiment(config, soon)
-    assert started == []  # 58 minutes do not fit in 30
-    assert not (tmp_path / "runs" / "plain" / "rte" / "full" / "seed3").exists()
+    assert started == []  # 50 minutes do not fit in 30
+    assert list((tmp_path / "runs" / "plain" / "rte" / "full" / "seed3").iterdir()) == []
+    # a run copied in from reuse_from takes no time: --stop-by does not hold it back
+    reused = json.loads((tmp_path / "runs/plain/rte/full/seed4/result.json").read_text())
+    assert reused["reused_from"] == str(tmp_path / "other/plain/rte/full/seed4/result.json")
     experiment.run_experiment(config, soon + timedelta(hours=1))
     assert started == [Cell("plain", "rte", "full", 3)]
