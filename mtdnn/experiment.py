@@ -624,12 +624,15 @@ def finishes_in_time(expected: float | None, stop_by: datetime, what: str) -> bo
 def claimed(folder: Path) -> Iterator[bool]:
     """Claim a run for this process (a ``.claim`` file holding its pid, created
     exclusively), so that several workers can share one grid; a claim whose process is
-    gone is taken over. Yields whether this process holds the claim."""
-    folder.mkdir(parents=True, exist_ok=True)
+    gone is taken over. Yields whether this process holds the claim. A folder the holder
+    leaves empty (a run it passed over) is removed, so that only started runs leave one."""
     claim = folder / ".claim"
-    for _ in range(2):
+    for _ in range(3):
+        folder.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileNotFoundError:
+            continue  # another worker removed the empty folder meanwhile
         except FileExistsError:
             try:
                 os.kill(int(claim.read_text() or 0), 0)
@@ -646,6 +649,8 @@ def claimed(folder: Path) -> Iterator[bool]:
             yield True
         finally:
             claim.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # not empty: the run's files stay
+                folder.rmdir()
         return
     yield False
 
