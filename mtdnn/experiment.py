@@ -859,10 +859,11 @@ def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) ->
             stage = stage_of(config, cell.arm)
             init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
             key = (cell.arm, cell.stage_seed)
-            built = stage is not None and key not in prints  # start weights known once trained
+            # a stage's start weights are known only once it is trained, and reuse needs them
+            stage_first = stage is not None and key not in prints
             # --stop-by weighs what this worker would train: not a run another worker holds,
             # nor one copied in from reuse_from (which takes no time)
-            if built:
+            if stage_first:
                 if stop_by is not None and not fits_before(config, cell, entry, stop_by):
                     continue
                 init, prints[key] = build_stage(config, stage, cell.stage_seed)
@@ -870,10 +871,11 @@ def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) ->
             if source is not None:
                 reuse(config, cell, source)
                 continue
-            if not built and stop_by is not None and not fits_before(config, cell, entry, stop_by):
-                continue
-            if stage is not None and not built:  # trained in an earlier run (or re-trained)
-                init, prints[key] = build_stage(config, stage, cell.stage_seed)
+            if not stage_first:
+                if stop_by is not None and not fits_before(config, cell, entry, stop_by):
+                    continue
+                if stage is not None:  # trained in an earlier run (or re-trained)
+                    init, prints[key] = build_stage(config, stage, cell.stage_seed)
             log.info("run %s", cell)
             run_cell(config, cell, entry, init, prints[key])
     write_report(config, sizes)
