@@ -947,8 +947,9 @@ def write_report(config: ExperimentConfig,
         found = report.task_columns(records, list(config.tasks))
         columns = {f"{t} {m}": (t, m, None) for t, m in found}
         plot_arms(records, found, arms, out / "results.png")
-    table += report.sign_pattern_table(config.paper, report.arm_pairs(arms, config.baseline),
-                                       columns, records)
+    pairs = report.arm_pairs(arms, config.baseline)
+    table += report.paired_table(pairs, columns, records)
+    table += report.sign_pattern_table(config.paper, pairs, columns, records)
     for task in config.agreement:
         for subset in task_subsets(config, task):
             table += agreement_section(records, task, subset, arms,

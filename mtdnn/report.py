@@ -60,16 +60,73 @@ def difference(a: list[float], b: list[float]) -> str:
     return f"{gap} (p = {p:.3f})" if p >= 0.001 else f"{gap} (p < 0.001)"
 
 
+def paired_difference(a: dict[Any, float], b: dict[Any, float]) -> str:
+    """The mean ± std over runs of ``a[k] − b[k]`` for the keys (runs) both arms have, with
+    the paired t-test's p; "—" with fewer than two such pairs."""
+    keys = [key for key in a if key in b]
+    if len(keys) < 2:
+        return "—"
+    gaps = np.array([a[key] - b[key] for key in keys])
+    gap = f"{gaps.mean():+.1f}".replace("-0.0", "+0.0") + f" ± {gaps.std(ddof=1):.1f}"
+    if np.ptp(gaps) == 0:
+        return f"{gap} (no p: no spread, n = {len(keys)})"
+    from scipy import stats
+
+    p = float(stats.ttest_1samp(gaps, 0.0).pvalue)
+    return f"{gap} (p = {p:.3f}, n = {len(keys)})" if p >= 0.001 else \
+        f"{gap} (p < 0.001, n = {len(keys)})"
+
+
 def table_head(columns: list[str], first: str = "Model") -> list[str]:
     return [f"| {first} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+
+
+def runs_with(records: list[Record], arm: str, task: str, metric: str,
+              subset: str | None = None) -> list[Record]:
+    """An arm's runs that measured one task metric (on ``subset``, if given)."""
+    return [r for r in records
+            if r["arm"] == arm and task in r["metrics"] and metric in r["metrics"][task]
+            and (subset is None or r["subset"] == subset)]
 
 
 def values(records: list[Record], arm: str, task: str, metric: str,
            subset: str | None = None) -> list[float]:
     """An arm's values of one task metric over its runs (seeds), in percent."""
-    return [100 * r["metrics"][task][metric] for r in records
-            if r["arm"] == arm and task in r["metrics"] and metric in r["metrics"][task]
-            and (subset is None or r["subset"] == subset)]
+    return [100 * r["metrics"][task][metric]
+            for r in runs_with(records, arm, task, metric, subset)]
+
+
+def seeded_values(records: list[Record], arm: str, task: str, metric: str,
+                  subset: str | None = None) -> dict[tuple[Any, ...], float]:
+    """An arm's values of one task metric keyed by each run's (subset, seed, stage seed), in
+    percent: with this project's trainer, the runs of two arms with one key share their
+    head's start weights and their batch order, so they pair."""
+    return {(r["subset"], r["seed"], r.get("stage_seed")): 100 * r["metrics"][task][metric]
+            for r in runs_with(records, arm, task, metric, subset)}
+
+
+def paired_table(pairs: list[tuple[str, str]], columns: dict[str, tuple[str, str, str | None]],
+                 records: list[Record]) -> str:
+    """Each pair of arms' differences run by run, paired by (seed, stage seed): the seed
+    fixes a run's head initialisation and batch order in every arm of this project's
+    trainer, so much of the seed-to-seed spread cancels (a pairing that shares less only
+    costs the test power). ``columns[label]`` = task, metric, subset or None. Empty
+    when no pair has two matched runs in a column."""
+    rows = [(later, earlier, [paired_difference(seeded_values(records, later, *columns[label]),
+                                                seeded_values(records, earlier, *columns[label]))
+                              for label in columns])
+            for later, earlier in pairs]
+    rows = [row for row in rows if any(cell != "—" for cell in row[2])]
+    if not rows:
+        return ""
+    lines = ["", "Paired differences (points; the runs of one seed and stage seed paired: mean "
+                 "± std of the per-run differences, paired t-test p, n pairs; "
+                 f"{sum(cell != '—' for row in rows for cell in row[2])} comparisons, not "
+                 "corrected for multiple comparisons):", "",
+             *table_head(list(columns), first="pair")]
+    lines += [f"| {later} − {earlier} | " + " | ".join(cells) + " |"
+              for later, earlier, cells in rows]
+    return "\n".join(lines) + "\n"
 
 
 def write_csv(records: list[Record], path: Path) -> None:

@@ -361,6 +361,33 @@ def test_differences_against_a_baseline_give_welch_p() -> None:
     assert "| mt − encoder |" in narrowed
 
 
+def test_paired_differences_match_runs_by_seed_and_stage_seed() -> None:
+    from scipy import stats
+
+    from mtdnn.report import paired_table
+
+    ours = {"plain": {(13, None): 0.60, (14, None): 0.70, (15, None): 0.65},
+            "smart": {(13, None): 0.62, (14, None): 0.71, (15, None): 0.68, (16, None): 0.99},
+            "mt": {(13, 13): 0.80, (14, 13): 0.81},
+            "mt2": {(13, 13): 0.82, (14, 13): 0.82}}
+    rows = [{"arm": arm, "task": "rte", "subset": "full", "seed": seed, "stage_seed": stage,
+             "metrics": {"rte": {"accuracy": value}}}
+            for arm, runs in ours.items() for (seed, stage), value in runs.items()]
+    pairs = [("smart", "plain"), ("mt", "plain"), ("mt2", "mt")]
+    lines = paired_table(pairs, {"rte accuracy": ("rte", "accuracy", None)}, rows).splitlines()
+    by_pair = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1].rstrip(" |")
+               for line in lines if " − " in line}
+    # seed 16 has no plain run, so it is left out; the gaps are 2, 1, 3 points
+    p = stats.ttest_rel([62, 71, 68], [60, 70, 65]).pvalue
+    assert by_pair["smart − plain"] == f"+2.0 ± 1.0 (p = {p:.3f}, n = 3)"
+    # runs of different stage seeds do not pair: mt − plain has no row
+    assert "mt − plain" not in by_pair
+    assert by_pair["mt2 − mt"] == "+1.5 ± 0.7 (p = 0.205, n = 2)"
+    assert "2 comparisons" in lines[1]
+    assert paired_table([("mt", "plain")], {"rte accuracy": ("rte", "accuracy", None)},
+                        rows) == ""
+
+
 def test_learning_curves_and_the_fine_tuning_length_rule() -> None:
     from mtdnn.report import learning_curve_table
 
