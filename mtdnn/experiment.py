@@ -608,6 +608,31 @@ def fits_before(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
     return finishes_in_time(sum(known) if known else None, stop_by, str(cell))
 
 
+def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """What is left of the grid and about how long one worker takes for it, judged as
+    --stop-by judges (:func:`typical_seconds`): for planning sessions. A run that
+    ``reuse_from`` already holds takes no time; a stage not yet trained is counted once."""
+    prints = start_fingerprints(config, running=False)
+    left = [cell for cell in cells(config, sizes) if find_record(config, cell.folder) is None
+            and not ((cell.arm, cell.stage_seed) in prints and reusable_record(
+                config, cell, sizes[cell.task][cell.subset], prints[(cell.arm, cell.stage_seed)]))]
+    stages = {(stage, cell.stage_seed) for cell in left
+              if (stage := stage_of(config, cell.arm)) is not None
+              and stage_record(config, stage, cell.stage_seed) is None}
+    if not left:
+        return "nothing left to run"
+    times = [typical_seconds(config, cell, sizes[cell.task][cell.subset]) for cell in left]
+    times += [typical_stage_seconds(config, stage) for stage, _ in stages]
+    timed = [seconds for seconds in times if seconds is not None]
+    summary = f"left: {len(left)} runs and {len(stages)} stages"
+    if timed:
+        summary += (f"; {len(timed)} of them like finished runs, about "
+                    f"{sum(timed) / 3600:.1f} worker-hours")
+    if len(timed) < len(times):
+        summary += f"; {len(times) - len(timed)} like no finished run yet (not timed)"
+    return summary
+
+
 def finishes_in_time(expected: float | None, stop_by: datetime, what: str) -> bool:
     """Whether ``expected`` seconds (None: unknown, so yes) end by ``stop_by``; logs a no."""
     left = (stop_by - datetime.now().astimezone()).total_seconds()
@@ -1014,7 +1039,8 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="experiment YAML (experiments/*.yaml)")
     parser.add_argument("--report-only", action="store_true",
-                        help="write the results files from the finished runs; train nothing")
+                        help="write the results files from the finished runs and print "
+                             "what is left (runs, stages, worker-hours); train nothing")
     parser.add_argument("--publish", action="store_true",
                         help="copy the records and results files into publish_dir")
     parser.add_argument("--stages-only", action="store_true",
@@ -1049,6 +1075,7 @@ def main(argv: list[str] | None = None) -> None:
     print((out / "results.md").read_text())
     print(f"{len(records)} of {total} runs finished; "
           f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
+    print(work_left(config, sizes))
 
 
 if __name__ == "__main__":

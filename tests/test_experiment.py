@@ -639,6 +639,10 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     assert typical_seconds(config, Cell("plain", "rte", "full", 3), elsewhere) is None
 
     record("other", 4, 3000.0, keys)  # seed 4's run, made by another experiment
+    # what is left to plan for: seed 3 alone (seed 4 is a copy away), timed by the median
+    # of the runs like it (seeds 1, 2 and the other experiment's 4: 3000 s)
+    assert experiment.work_left(config, experiment.all_sizes(config)) == \
+        "left: 1 runs and 0 stages; 1 of them like finished runs, about 0.8 worker-hours"
     started = []
     monkeypatch.setattr(experiment, "run_cell", lambda config, cell, *rest: started.append(cell))
     monkeypatch.setattr(experiment, "write_report", lambda *args: None)
