@@ -10,6 +10,10 @@ Two layouts (``layout:`` in an experiment config):
   comparisons made. A stage (a multi-task checkpoint the arms start from) gets a row of
   its own dev metrics before any fine-tuning.
 
+Both layouts then pair the runs of one (seed, stage seed) across arms and give the paired
+differences with the paired t-test's p, and, where the config quotes the paper, the
+paper's sign of each difference beside ours.
+
 Every number is in percent. A record is one run (see :mod:`mtdnn.experiment`); its
 ``metrics`` map task → metric → value.
 """
@@ -57,7 +61,11 @@ def difference(a: list[float], b: list[float]) -> str:
     p = welch_p(a, b)
     if p is None:
         return f"{gap} (no p: no spread)"
-    return f"{gap} (p = {p:.3f})" if p >= 0.001 else f"{gap} (p < 0.001)"
+    return f"{gap} ({p_value(p)})"
+
+
+def p_value(p: float) -> str:
+    return f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"
 
 
 def paired_difference(a: dict[Any, float], b: dict[Any, float]) -> str:
@@ -72,9 +80,7 @@ def paired_difference(a: dict[Any, float], b: dict[Any, float]) -> str:
         return f"{gap} (no p: no spread, n = {len(keys)})"
     from scipy import stats
 
-    p = float(stats.ttest_1samp(gaps, 0.0).pvalue)
-    return f"{gap} (p = {p:.3f}, n = {len(keys)})" if p >= 0.001 else \
-        f"{gap} (p < 0.001, n = {len(keys)})"
+    return f"{gap} ({p_value(float(stats.ttest_1samp(gaps, 0.0).pvalue))}, n = {len(keys)})"
 
 
 def table_head(columns: list[str], first: str = "Model") -> list[str]:
