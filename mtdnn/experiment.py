@@ -616,9 +616,9 @@ def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any
     left = [cell for cell in cells(config, sizes) if find_record(config, cell.folder) is None
             and not ((cell.arm, cell.stage_seed) in prints and reusable_record(
                 config, cell, sizes[cell.task][cell.subset], prints[(cell.arm, cell.stage_seed)]))]
-    stages = {(stage, cell.stage_seed) for cell in left
-              if (stage := stage_of(config, cell.arm)) is not None
-              and stage_record(config, stage, cell.stage_seed) is None}
+    needed = {(stage, cell.stage_seed) for cell in left
+              if (stage := stage_of(config, cell.arm)) is not None}
+    stages = {key for key in needed if stage_record(config, *key) is None}  # one read each
     if not left:
         return "nothing left to run"
     times = [typical_seconds(config, cell, sizes[cell.task][cell.subset]) for cell in left]

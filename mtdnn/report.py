@@ -53,15 +53,18 @@ def difference(a: list[float], b: list[float]) -> str:
     """``mean(a) − mean(b)`` with Welch's p; p needs two runs a side and some spread."""
     if not a or not b:
         return "not run"
-    gap = f"{np.mean(a) - np.mean(b):+.1f}"
-    if gap == "-0.0":  # a tiny negative gap rounds to a signed zero
-        gap = "+0.0"
+    gap = signed_gap(float(np.mean(a) - np.mean(b)))
     if min(len(a), len(b)) < 2:
         return f"{gap} (no p: 1 seed)"
     p = welch_p(a, b)
     if p is None:
         return f"{gap} (no p: no spread)"
     return f"{gap} ({p_value(p)})"
+
+
+def signed_gap(gap: float) -> str:
+    text = f"{gap:+.1f}"
+    return "+0.0" if text == "-0.0" else text  # a tiny negative gap rounds to a signed zero
 
 
 def p_value(p: float) -> str:
@@ -75,7 +78,7 @@ def paired_difference(a: dict[Any, float], b: dict[Any, float]) -> str:
     if len(keys) < 2:
         return "—"
     gaps = np.array([a[key] - b[key] for key in keys])
-    gap = f"{gaps.mean():+.1f}".replace("-0.0", "+0.0") + f" ± {gaps.std(ddof=1):.1f}"
+    gap = f"{signed_gap(float(gaps.mean()))} ± {gaps.std(ddof=1):.1f}"
     if np.ptp(gaps) == 0:
         return f"{gap} (no p: no spread, n = {len(keys)})"
     from scipy import stats
