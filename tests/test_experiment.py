@@ -209,9 +209,15 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     }
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump(config))
+    # what is left counts each untrained stage once, however many runs start from it
+    planned = experiment(path, "--report-only")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert "left: 4 runs and 2 stages; 6 like no finished run yet (not timed)" in planned.stdout
     # --stages-only: the long stage-1 runs first, nothing fine-tuned
     stages = experiment(path, "--stages-only")
     assert stages.returncode == 0, stages.stderr[-3000:]
+    assert "left: 4 runs and 0 stages; 4 like no finished run yet (not timed)" in \
+        experiment(path, "--report-only").stdout
     out = tmp_path / "runs"
     assert sorted(p.parent.name for p in out.glob("stages/mt/seed*/result.json")) == \
         ["seed1", "seed2"]
