@@ -693,6 +693,8 @@ def build_stage(config: ExperimentConfig, name: str, seed: int,
             if mine:
                 return _build_stage(config, name, seed, folder)
         if not wait:
+            log.info("stage %s seed %d is being trained by another worker; left to it for now",
+                     name, seed)
             return None
         log.info("stage %s seed %d is being trained by another worker; waiting", name, seed)
         time.sleep(STAGE_POLL_SECONDS)
@@ -709,8 +711,7 @@ def build_stages(config: ExperimentConfig, stop_by: datetime | None = None) -> N
                 and not finishes_in_time(typical_stage_seconds(config, stage), stop_by,
                                          f"stage {stage} seed {seed}")):
             continue
-        if build_stage(config, stage, seed, wait=False) is None:
-            log.info("stage %s seed %d: another worker trains it", stage, seed)
+        build_stage(config, stage, seed, wait=False)
 
 
 def _build_stage(config: ExperimentConfig, name: str, seed: int, folder: Path
@@ -875,36 +876,53 @@ def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) ->
                          allowed.get((cell.arm, cell.stage_seed)))
     out = make_output_dir(Path(config.output_dir))
     atomic_write_json(out / "experiment_config.json", to_dict(config))
-    for cell in todo:
-        folder, entry = Path(config.output_dir) / cell.folder, sizes[cell.task][cell.subset]
-        with claimed(folder) as mine:
-            # another worker on the same grid runs it (or finished it meanwhile)
-            if not mine or (folder / RECORD).is_file():
-                continue
-            stage = stage_of(config, cell.arm)
-            init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
-            key = (cell.arm, cell.stage_seed)
-            # a stage's start weights are known only once it is trained, and reuse needs them
-            stage_first = stage is not None and key not in prints
-            # --stop-by weighs what this worker would train: not a run another worker holds,
-            # nor one copied in from reuse_from (which takes no time)
-            if stage_first:
-                if stop_by is not None and not fits_before(config, cell, entry, stop_by):
-                    continue
-                init, prints[key] = build_stage(config, stage, cell.stage_seed)
-            source = reusable_record(config, cell, entry, prints[key])
-            if source is not None:
-                reuse(config, cell, source)
-                continue
-            if not stage_first:
-                if stop_by is not None and not fits_before(config, cell, entry, stop_by):
-                    continue
-                if stage is not None:  # trained in an earlier run (or re-trained)
-                    init, prints[key] = build_stage(config, stage, cell.stage_seed)
-            log.info("run %s", cell)
-            run_cell(config, cell, entry, init, prints[key])
+    # A run whose stage another worker is training waits until every other run has been
+    # tried, so that meanwhile this worker trains another stage or runs that need none.
+    waiting = [cell for cell in todo if not try_cell(config, cell, sizes, prints, stop_by,
+                                                     wait=False)]
+    for cell in waiting:
+        try_cell(config, cell, sizes, prints, stop_by, wait=True)
     write_report(config, sizes)
     return out
+
+
+def try_cell(config: ExperimentConfig, cell: Cell, sizes: dict[str, dict[str, dict[str, Any]]],
+             prints: dict[tuple[str, int | None], str | None], stop_by: datetime | None,
+             wait: bool) -> bool:
+    """Run (or reuse, or leave to its worker or for later) one missing run. False: its stage
+    is being trained by another worker and ``wait`` is off, so it is still to do."""
+    folder, entry = Path(config.output_dir) / cell.folder, sizes[cell.task][cell.subset]
+    with claimed(folder) as mine:
+        # another worker on the same grid runs it (or finished it meanwhile)
+        if not mine or (folder / RECORD).is_file():
+            return True
+        stage = stage_of(config, cell.arm)
+        init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
+        key = (cell.arm, cell.stage_seed)
+        # a stage's start weights are known only once it is trained, and reuse needs them
+        stage_first = stage is not None and key not in prints
+        # --stop-by weighs what this worker would train: not a run another worker holds,
+        # nor one copied in from reuse_from (which takes no time)
+        if stage_first and stop_by is not None and not fits_before(config, cell, entry, stop_by):
+            return True
+        if stage_first:
+            if (built := build_stage(config, stage, cell.stage_seed, wait)) is None:
+                return False
+            init, prints[key] = built
+        source = reusable_record(config, cell, entry, prints[key])
+        if source is not None:
+            reuse(config, cell, source)
+            return True
+        if not stage_first:
+            if stop_by is not None and not fits_before(config, cell, entry, stop_by):
+                return True
+            if stage is not None:  # trained in an earlier run (or re-trained)
+                if (built := build_stage(config, stage, cell.stage_seed, wait)) is None:
+                    return False
+                init, prints[key] = built
+        log.info("run %s", cell)
+        run_cell(config, cell, entry, init, prints[key])
+    return True
 
 
 # --- results -----------------------------------------------------------------------

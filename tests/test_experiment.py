@@ -510,6 +510,35 @@ def test_a_stage_another_worker_trains_is_waited_for_or_left(
     assert not (folder / "config.yaml").exists()  # nothing trained here
 
 
+
+def test_runs_whose_stage_another_worker_trains_wait_until_the_rest_are_tried(
+        prepared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mtdnn import experiment
+    from mtdnn.experiment import claimed, load_experiment
+
+    config = load_experiment(None, [
+        f"output_dir={tmp_path}", f"data_dir={prepared_data}", "tasks=[rte]", "seeds=[3]",
+        "arms={a: 'stage:s', b: 'stage:t'}",
+        "stages={s: {train: {tasks: [rte]}, seeds: [13]}, t: {train: {tasks: [rte]}, "
+        "seeds: [13]}}"])
+    done = []
+
+    def give_up(seconds: float) -> None:
+        done.append("waited")
+        raise TimeoutError
+
+    monkeypatch.setattr(experiment.time, "sleep", give_up)
+    monkeypatch.setattr(experiment, "_build_stage", lambda config, name, seed, folder: (
+        done.append(f"stage {name}") or (folder / "last", name * 64)))
+    monkeypatch.setattr(experiment, "run_cell", lambda config, cell, entry, init, start: (
+        done.append(f"run {cell.arm} from {init.parent.parent.name}")))
+    with claimed(tmp_path / "stages" / "s" / "seed13") as mine:  # the other worker's stage
+        assert mine
+        with pytest.raises(TimeoutError):
+            experiment.run_experiment(config)
+    # arm a comes first in the grid, but its stage is taken: b's stage and run go first
+    assert done == ["stage t", "run b from t", "waited"]
+
 def test_experiments_share_a_stage_dir_and_reuse_each_others_runs(
         prepared_data: Path, tmp_path: Path) -> None:
     files = {task: {"train": str(head_jsonl(prepared_data / task / "train.jsonl",
