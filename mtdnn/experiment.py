@@ -214,7 +214,7 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
                          allowed=", ".join(config.tasks) or "tasks given under tasks:")
     check_paper(config, path)
     for name in config.stages:
-        config_from_dict(stage_train_keys(config, name, source),
+        config_from_dict(stage_run_keys(config, name),
                          source=f"{source} (stages.{name})")
     for name, arm in config.arms.items():
         if arm.init is not None and arm.init.startswith(STAGE_PREFIX):
@@ -301,15 +301,20 @@ def check_hf_keys(keys: dict[str, Any], arm: str, path: str | Path | None, spec:
                          key=f"arms.{arm}.train", allowed=", ".join(HF_TRAINER_KEYS))
 
 
-def stage_train_keys(config: ExperimentConfig, name: str,
-                     source: str | Path | None = None) -> dict[str, Any]:
-    """A stage's training keys: its config file, with its ``train`` keys laid over it."""
+def stage_run_keys(config: ExperimentConfig, name: str) -> dict[str, Any]:
+    """The keys a stage trains with: its config file, with its ``train`` keys laid over it
+    (its cosmetic keys too: a stage saves for resuming and logs as its config says)."""
     stage = config.stages[name]
     base = load_mapping(stage.config) if stage.config else {}
     keys = merged(base, stage.train)
     keys.pop("output_dir", None)
     keys.pop("seed", None)
-    return without_cosmetic({"data_dir": config.data_dir, **keys})
+    return {"data_dir": config.data_dir, **keys}
+
+
+def stage_train_keys(config: ExperimentConfig, name: str) -> dict[str, Any]:
+    """A stage's training keys as its record keeps them (what it learns: no cosmetic key)."""
+    return without_cosmetic(stage_run_keys(config, name))
 
 
 def arm_train_keys(config: ExperimentConfig, arm: str) -> dict[str, Any]:
@@ -725,7 +730,8 @@ def _build_stage(config: ExperimentConfig, name: str, seed: int, folder: Path
     keys = stage_train_keys(config, name)
     if not stage_trained(folder):
         log.info("stage %s seed %d", name, seed)
-        train(config_from_dict({**keys, "seed": seed, "output_dir": str(folder),
+        train(config_from_dict({**stage_run_keys(config, name), "seed": seed,
+                                "output_dir": str(folder),
                                 **continue_keys(folder)}, source=f"stage {folder}"))
     fingerprint = weights_fingerprint(folder / "last")
     summary = read_json(folder / "summary.json")

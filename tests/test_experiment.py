@@ -222,6 +222,12 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     assert sorted(p.parent.name for p in out.glob("stages/mt/seed*/result.json")) == \
         ["seed1", "seed2"]
     assert not (out / "plain").exists() and not (out / "mt").exists()
+    trained = yaml.safe_load((out / "stages/mt/seed1/config.yaml").read_text())
+    # the stage's cosmetic keys reach its training (resumable saves, no progress bar) and
+    # stay out of its record's keys
+    assert trained["progress_bar"] is False and trained["cache_dir"] == small["cache_dir"]
+    assert "progress_bar" not in json.loads(
+        (out / "stages/mt/seed1/result.json").read_text())["train_keys"]
     first = experiment(path)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "stage mt seed" not in first.stderr  # trained once, by --stages-only
