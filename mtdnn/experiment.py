@@ -30,6 +30,7 @@ import copy
 import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -568,26 +569,46 @@ def typical_seconds(config: ExperimentConfig, cell: Cell, entry: dict[str, Any])
     """How long a run like ``cell`` takes: the median wall time of the finished runs with
     its task, training file and training keys (any arm name, seed or start weights), in
     this experiment's folders and ``reuse_from``'s; before one has finished, the slowest
-    finished run on its training file (any keys); None before any has."""
+    finished run on its training file (any keys); before any has, its expected number of
+    steps times the median time per step of the finished runs with its keys on other files
+    (longer sequences there make it an overestimate, shorter an underestimate); None
+    before any of these."""
     keys = arm_train_keys(config, cell.arm)
     train_file = entry["file"] if cell.task != MULTITASK else None
-    alike, same_file = {}, {}
+    alike, same_file, per_step = {}, {}, {}
     for root in {Path(r) for r in (config.output_dir, config.publish_dir, *config.reuse_from)
                  if r}:
-        for path in root.glob(f"*/{cell.task}/*/*/{RECORD}"):
+        for path in root.glob(f"*/*/*/*/{RECORD}"):
             record = read_json(path)
-            if not record.get("wall_seconds") or record.get("train_file") != train_file:
+            if not record.get("wall_seconds"):
                 continue
             record_keys = without_cosmetic(record.get("train_keys") or {})
             # a reused record is a copy of its source: the same run counts once
-            run = (json.dumps(record_keys, sort_keys=True), record.get("seed"),
-                   record.get("stage_seed"), record.get("start_fingerprint"))
-            same_file[run] = float(record["wall_seconds"])
+            run = (json.dumps(record_keys, sort_keys=True), record.get("train_file"),
+                   record.get("seed"), record.get("stage_seed"), record.get("start_fingerprint"))
+            seconds = float(record["wall_seconds"])
+            if record_keys == keys and record.get("steps"):
+                per_step[run] = seconds / record["steps"]
+            if record.get("task") != cell.task or record.get("train_file") != train_file:
+                continue
+            same_file[run] = seconds
             if record_keys == keys:
-                alike[run] = same_file[run]
+                alike[run] = seconds
     if alike:
         return float(np.median(list(alike.values())))
-    return max(same_file.values()) if same_file else None
+    if same_file:
+        return max(same_file.values())
+    steps = expected_steps(keys, entry["size"]) if cell.task != MULTITASK else None
+    return steps * float(np.median(list(per_step.values()))) if steps and per_step else None
+
+
+def expected_steps(keys: dict[str, Any], size: int) -> int:
+    """The optimizer steps of a one-task run on ``size`` examples (as the trainer counts
+    them, with one batch per ``batch_size`` examples)."""
+    train = config_from_dict({"tasks": {"x": {}}, **keys}, source="the experiment's train keys")
+    per_epoch = math.ceil(size / train.batch_size)
+    return train.max_steps or max(train.min_steps or 0, math.ceil(
+        per_epoch * train.epochs / train.optimizer.grad_accum_steps))
 
 
 def typical_stage_seconds(config: ExperimentConfig, name: str) -> float | None:
@@ -603,8 +624,7 @@ def fits_before(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
     """Whether ``cell`` (with its stage, if this machine must train that first) is expected
     to finish by ``stop_by``. A run cut off by a session's end may be lost with its run
     folder, so a worker leaves it for a later session and takes a shorter one. What no
-    finished run times is counted as taking no time (a run on a training file no run has
-    finished on yet is started)."""
+    finished run can time (:func:`typical_seconds`) is counted as taking no time."""
     parts = [typical_seconds(config, cell, entry)]
     stage = stage_of(config, cell.arm)
     if stage is not None and not stage_trained(stage_folder(config, stage, cell.stage_seed)):

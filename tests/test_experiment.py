@@ -641,9 +641,9 @@ def test_stop_by_reads_a_clock_time_or_an_iso_date_time_and_names_a_bad_one() ->
 def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run loop weighs a run by the median wall time of finished runs like it (same
-    task file and training keys; a reused copy counts once; else the slowest on its file)
-    and starts it only if it ends before --stop-by; a run it can copy from reuse_from is
-    copied whatever the time."""
+    task file and training keys; a reused copy counts once; else the slowest on its file;
+    else its steps at the time per step of runs with its keys) and starts it only if it
+    ends before --stop-by; a run it can copy from reuse_from is copied whatever the time."""
     from datetime import datetime, timedelta
 
     from mtdnn import experiment
@@ -658,26 +658,31 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     config = load_experiment(None, overrides)
     keys = arm_train_keys(config, "plain")
 
-    def record(root: str, seed: int, seconds: float, train_keys: dict) -> None:
+    def record(root: str, seed: int, seconds: float, train_keys: dict,
+               steps: int | None = None) -> None:
         path = tmp_path / root / "plain" / "rte" / "full" / f"seed{seed}" / "result.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({
             "arm": "plain", "task": "rte", "subset": "full", "seed": seed,
             "train_file": str(train), "dev_file": str(dev), "backend": "mtdnn",
             "train_keys": train_keys, "start_fingerprint": None,
-            "metrics": {"rte": {"accuracy": 0.5}}, "wall_seconds": seconds}))
+            "metrics": {"rte": {"accuracy": 0.5}}, "wall_seconds": seconds, "steps": steps}))
 
-    record("runs", 1, 3000.0, keys)
-    record("runs", 2, 4000.0, keys)
-    record("other", 1, 3000.0, keys)  # a copy of seed 1's run: counted once
+    record("runs", 1, 3000.0, keys, steps=10)
+    record("runs", 2, 4000.0, keys, steps=10)
+    record("other", 1, 3000.0, keys, steps=10)  # a copy of seed 1's run: counted once
     record("other", 5, 10.0, {**keys, "epochs": 9})  # other training keys: not like it
     entry = {"file": str(train), "size": 1, "available": True}
     assert typical_seconds(config, Cell("plain", "rte", "full", 3), entry) == 3500.0
     # keys no finished run had: the slowest run on the same file stands in
     other_keys = load_experiment(None, [*overrides, "train={epochs: 2}"])
     assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), entry) == 4000.0
-    elsewhere = {**entry, "file": str(dev)}
-    assert typical_seconds(config, Cell("plain", "rte", "full", 3), elsewhere) is None
+    # a file no run has finished on: its steps (64 rows, batch 32, 3 epochs: 6) times the
+    # median time per step of the runs with its keys (300 and 400 s); with keys no run had,
+    # unknown
+    elsewhere = {**entry, "file": str(dev), "size": 64}
+    assert typical_seconds(config, Cell("plain", "rte", "full", 3), elsewhere) == 6 * 350.0
+    assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), elsewhere) is None
 
     record("other", 4, 3000.0, keys)  # seed 4's run, made by another experiment
     # what is left to plan for: seed 3 alone (seed 4 is a copy away), timed by the median
