@@ -666,7 +666,8 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
             "arm": "plain", "task": "rte", "subset": "full", "seed": seed,
             "train_file": str(train), "dev_file": str(dev), "backend": "mtdnn",
             "train_keys": train_keys, "start_fingerprint": None,
-            "metrics": {"rte": {"accuracy": 0.5}}, "wall_seconds": seconds, "steps": steps}))
+            "metrics": {"rte": {"accuracy": 0.5}}, "wall_seconds": seconds, "steps": steps,
+            "train_size": 1}))
 
     record("runs", 1, 3000.0, keys, steps=10)
     record("runs", 2, 4000.0, keys, steps=10)
@@ -678,11 +679,26 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     other_keys = load_experiment(None, [*overrides, "train={epochs: 2}"])
     assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), entry) == 4000.0
     # a file no run has finished on: its steps (64 rows, batch 32, 3 epochs: 6) times the
-    # median time per step of the runs with its keys (300 and 400 s); with keys no run had,
-    # unknown
-    elsewhere = {**entry, "file": str(dev), "size": 64}
-    assert typical_seconds(config, Cell("plain", "rte", "full", 3), elsewhere) == 6 * 350.0
+    # median time per step of the runs with its keys (300 and 400 s), its rows twice as
+    # long as theirs; with keys no run had, unknown
+    row = train.read_text()
+    longer = tmp_path / "longer.jsonl"
+    longer.write_text((row[:-2] + ', "pad": "' + "x" * (len(row) - 11) + '"}\n') * 64)
+    assert longer.stat().st_size == 64 * 2 * train.stat().st_size
+    elsewhere = {**entry, "file": str(longer), "size": 64}
+    assert typical_seconds(config, Cell("plain", "rte", "full", 3), elsewhere) == \
+        pytest.approx(6 * 350.0 * 2)
     assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), elsewhere) is None
+    # once a run with those keys has finished on another file, its time per step (4 steps
+    # in 120 s, on rows twice as long) beats the slowest run on this file, which had other
+    # keys: 2 epochs of 1 step
+    record("runs", 7, 120.0, arm_train_keys(other_keys, "plain"), steps=4)
+    path = tmp_path / "runs/plain/rte/full/seed7/result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "train_file": str(longer),
+                                "train_size": 64}))
+    assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), entry) == \
+        pytest.approx(2 * 120.0 / 4 / 2)
+    path.unlink()
 
     record("other", 4, 3000.0, keys)  # seed 4's run, made by another experiment
     # what is left to plan for: seed 3 alone (seed 4 is a copy away), timed by the median
