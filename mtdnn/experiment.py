@@ -1049,9 +1049,10 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
                  and r["subset"] == subset and r.get("agreement")]
         if not found:
             continue
+        # the pair counts are the dev file's, the same in every run: kept as counts
         means[f"{arm} (n={len(found)})"] = {
-            level: {name: float(np.mean([np.nan if f[level].get(name) is None
-                                         else f[level][name] for f in found]))
+            level: {name: found[0][level][name] if name == "pairs" else float(np.mean(
+                [np.nan if f[level].get(name) is None else f[level][name] for f in found]))
                     for name in found[0][level]}
             for level in found[0]}
     if not means:

@@ -63,6 +63,21 @@ def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
     assert math.isnan(result["rest of dev"]["kl_100"])  # no annotations outside ChaosNLI
 
 
+def test_the_runner_averages_each_arms_runs_and_keeps_the_pair_counts(tmp_path: Path) -> None:
+    from mtdnn.agreement import breakdown, load_chaosnli
+    from mtdnn.experiment import agreement_section
+
+    chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", CHAOS))
+    other = [prediction("d1", 0.8, 0.2, 0.0), *PREDICTIONS[1:]]  # d1 now wrong
+    records = [{"arm": "a", "task": "snli", "subset": "1pct", "agreement": breakdown(
+        DEV, predictions, chaos)} for predictions in (PREDICTIONS, other)]
+    section = agreement_section(records, "snli", "1pct", ["a", "b"], tmp_path / "a.png")
+    assert "| model | 3/2/0 (1 pairs) | 3/1/1 (1 pairs) | rest of dev (2 pairs) |" in section
+    assert "| a (n=2) | 50.0 | 0.0 | 50.0 |" in section  # 3/2/0: 100 and 0
+    assert "b (n=" not in section  # an arm without runs has no row
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_report_and_exclude_commands(tmp_path: Path) -> None:
     chaos = write_jsonl(tmp_path / "chaos.jsonl", CHAOS)
     dev = write_jsonl(tmp_path / "dev.jsonl", DEV)
