@@ -183,6 +183,10 @@ class RunState:
     evals: list[dict[str, Any]] = field(default_factory=list)
     running: defaultdict = field(default_factory=lambda: defaultdict(list))
     sampler_state: dict[str, Any] = field(default_factory=dict)
+    # Training time and examples up to ``step``, over every process that trained this run
+    # (evaluation and checkpointing excluded), so that a resumed run reports its whole cost.
+    train_seconds: float = 0.0
+    train_examples: int = 0
 
     def smoothed_losses(self) -> dict[str, str]:
         """Mean task loss per task since the last log line (for the progress bar)."""

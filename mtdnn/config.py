@@ -9,6 +9,7 @@ resolved config is written into the run folder at start (see :mod:`mtdnn.trainer
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -207,6 +208,13 @@ class TrainConfig:
     optimizer: OptimizerConfig = OptimizerConfig()
     sampler: SamplerConfig = SamplerConfig()
     smart: SmartConfig = SmartConfig()
+
+    def total_steps(self, batches_per_epoch: int) -> int:
+        """The optimizer steps of a run whose sampler draws ``batches_per_epoch``
+        minibatches an epoch: ``max_steps`` if set, else ``epochs`` over them (at least
+        ``min_steps``), one step per ``grad_accum_steps`` minibatches."""
+        return self.max_steps or max(self.min_steps or 0, math.ceil(
+            batches_per_epoch * self.epochs / self.optimizer.grad_accum_steps))
 
     def task_files(self, task: str) -> tuple[str | DatasetSource, str | DatasetSource | None]:
         """The train source and the dev source (``None`` if absent) of ``task``."""

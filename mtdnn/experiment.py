@@ -587,7 +587,7 @@ def typical_seconds(config: ExperimentConfig, cell: Cell, entry: dict[str, Any])
             # a reused record is a copy of its source: the same run counts once
             run = (json.dumps(record_keys, sort_keys=True), record.get("train_file"),
                    record.get("seed"), record.get("stage_seed"), record.get("start_fingerprint"))
-            seconds = float(record["wall_seconds"])
+            seconds = whole_wall_seconds(record)
             if record_keys == keys and record.get("steps") and (
                     width := bytes_per_example(record.get("train_file"), record.get("train_size"))):
                 per_step[run] = seconds / record["steps"] / width
@@ -605,6 +605,14 @@ def typical_seconds(config: ExperimentConfig, cell: Cell, entry: dict[str, Any])
     return max(same_file.values()) if same_file else None
 
 
+def whole_wall_seconds(record: dict[str, Any]) -> float:
+    """A run's wall time, scaled up to all its steps where the process that finished it
+    resumed it part-way (its ``wall_seconds`` time only the steps after ``resumed_from_step``)."""
+    seconds, steps = float(record["wall_seconds"]), record.get("steps") or 0
+    resumed = record.get("resumed_from_step") or 0
+    return seconds * steps / (steps - resumed) if 0 < resumed < steps else seconds
+
+
 def bytes_per_example(train_file: str | None, rows: int | None) -> float | None:
     """The mean size of a training file's rows, where the file is here."""
     if not train_file or not rows or not Path(train_file).is_file():
@@ -616,9 +624,7 @@ def expected_steps(keys: dict[str, Any], size: int) -> int:
     """The optimizer steps of a one-task run on ``size`` examples (as the trainer counts
     them, with one batch per ``batch_size`` examples)."""
     train = config_from_dict({"tasks": {"x": {}}, **keys}, source="the experiment's train keys")
-    per_epoch = math.ceil(size / train.batch_size)
-    return train.max_steps or max(train.min_steps or 0, math.ceil(
-        per_epoch * train.epochs / train.optimizer.grad_accum_steps))
+    return train.total_steps(math.ceil(size / train.batch_size))
 
 
 def typical_stage_seconds(config: ExperimentConfig, name: str) -> float | None:
@@ -876,6 +882,8 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "metrics": summary["last"]["metrics"], "evaluations": logged_evaluations(folder),
               "smart_terms": logged_smart_terms(folder),
               "train_examples_per_s": summary["train_examples_per_s"],
+              "train_seconds": summary.get("train_seconds"),
+              "resumed_from_step": summary.get("resumed_from_step", 0),
               "machine": summary.get("machine"),
               "wall_seconds": round(time.perf_counter() - started, 1)}
     spec = config.agreement.get(cell.task)
@@ -941,10 +949,8 @@ def try_cell(config: ExperimentConfig, cell: Cell, sizes: dict[str, dict[str, di
         # nor one copied in from reuse_from (which takes no time)
         if stage_first and stop_by is not None and not fits_before(config, cell, entry, stop_by):
             return True
-        if stage_first:
-            if (built := build_stage(config, stage, cell.stage_seed, wait)) is None:
-                return False
-            init, prints[key] = built
+        if stage_first and (init := stage_start(config, stage, cell, wait, prints)) is None:
+            return False
         source = reusable_record(config, cell, entry, prints[key])
         if source is not None:
             reuse(config, cell, source)
@@ -952,13 +958,24 @@ def try_cell(config: ExperimentConfig, cell: Cell, sizes: dict[str, dict[str, di
         if not stage_first:
             if stop_by is not None and not fits_before(config, cell, entry, stop_by):
                 return True
-            if stage is not None:  # trained in an earlier run (or re-trained)
-                if (built := build_stage(config, stage, cell.stage_seed, wait)) is None:
-                    return False
-                init, prints[key] = built
+            # a stage trained in an earlier run (or re-trained, if its weights are gone)
+            if stage is not None and (
+                    init := stage_start(config, stage, cell, wait, prints)) is None:
+                return False
         log.info("run %s", cell)
         run_cell(config, cell, entry, init, prints[key])
     return True
+
+
+def stage_start(config: ExperimentConfig, stage: str, cell: Cell, wait: bool,
+                prints: dict[tuple[str, int | None], str | None]) -> Path | None:
+    """The trained weights of ``cell``'s stage (trained here first if need be), with their
+    fingerprint put in ``prints``; None while another worker trains it and ``wait`` is off."""
+    built = build_stage(config, stage, cell.stage_seed, wait)
+    if built is None:
+        return None
+    init, prints[(cell.arm, cell.stage_seed)] = built
+    return init
 
 
 # --- results -----------------------------------------------------------------------

@@ -179,8 +179,7 @@ class TrainingRecipe:
                                      {t: len(d.train) for t, d in self.data.items()},
                                      config.batch_size, config.seed, config.epochs, lengths)
         self.accum = config.optimizer.grad_accum_steps
-        self.total_steps = config.max_steps or max(config.min_steps or 0, math.ceil(
-            self.sampler.num_steps * config.epochs / self.accum))
+        self.total_steps = config.total_steps(self.sampler.num_steps)
 
     def _setup_optimizer(self) -> None:
         config, smart = self.config, self.config.smart
@@ -215,8 +214,11 @@ class TrainingRecipe:
             self.writer = Reporters(self.config.report_to, self.run_dir, self.state.step,
                                     to_dict(self.config))
             self.metrics_file = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
-        # Training throughput of this process, evaluation and checkpointing excluded.
+        self.resumed_from_step = self.state.step
+        # This process's share of the training time, evaluation and checkpointing excluded.
         self.started, self.outside_training, self.examples = time.perf_counter(), 0.0, 0
+        self.seconds_before, self.examples_before = (self.state.train_seconds,
+                                                     self.state.train_examples)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -410,6 +412,7 @@ class TrainingRecipe:
 
     def _evaluate_and_save(self, evaluate: bool) -> None:
         config, state = self.config, self.state
+        self._count_training_time()
         info: dict[str, Any] = {"step": state.step, "epoch": state.epoch, "metrics": None}
         is_best = False
         if evaluate:
@@ -436,6 +439,12 @@ class TrainingRecipe:
         if evaluate and config.keep_last_n:
             keep_recent(self.run_dir, state.step, config.keep_last_n)
 
+    def _count_training_time(self) -> None:
+        """Bring the state's training time and examples up to now (saved with it)."""
+        self.state.train_seconds = (self.seconds_before + time.perf_counter() - self.started
+                                    - self.outside_training)
+        self.state.train_examples = self.examples_before + self.examples
+
     def cleanup(self) -> dict[str, Any]:
         """Close the logs; write and return the summary (rank 0)."""
         state = self.state
@@ -445,14 +454,17 @@ class TrainingRecipe:
         self.writer.close()
         self.metrics_file.close()
         best = max(state.evals, key=lambda e: e["score"])
-        seconds = time.perf_counter() - self.started - self.outside_training
+        self._count_training_time()
+        seconds = state.train_seconds
         summary = {"run_dir": str(self.run_dir), "steps": state.step,
                    "precision": self.config.precision, "best": best, "last": state.evals[-1],
                    "stopped_early": self.stopped_early,
                    "train_seconds": round(seconds, 3),
-                   "train_examples_per_s": round(self.examples / max(seconds, 1e-9), 2),
+                   "train_examples_per_s": round(state.train_examples / max(seconds, 1e-9), 2),
+                   "resumed_from_step": self.resumed_from_step,
                    "machine": machine_description()}  # the one that finished the run
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "
-                 "excluded)", summary["train_examples_per_s"], seconds)
+                 "excluded%s)", summary["train_examples_per_s"], seconds,
+                 f"; resumed at step {self.resumed_from_step}" if self.resumed_from_step else "")
         atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary

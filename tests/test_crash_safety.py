@@ -3,6 +3,7 @@ from it and ends with the same weights as a run that was never interrupted."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,9 @@ def test_kill_during_checkpoint_write_then_resume(prepared_data: Path, tiny_enco
         assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6, name
     assert (killed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
     assert f"precision: {precision}" in (killed / "last" / "config.yaml").read_text()
+    # The summary counts the training of both processes, up to the step resumed from
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["resumed_from_step"] == 2
+    assert json.loads((whole / "summary.json").read_text())["resumed_from_step"] == 0
+    assert summary["train_examples_per_s"] == pytest.approx(8 * 8 / summary["train_seconds"],
+                                                            rel=0.01)

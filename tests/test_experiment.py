@@ -641,9 +641,10 @@ def test_stop_by_reads_a_clock_time_or_an_iso_date_time_and_names_a_bad_one() ->
 def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run loop weighs a run by the median wall time of finished runs like it (same
-    task file and training keys; a reused copy counts once; else the slowest on its file;
-    else its steps at the time per step of runs with its keys) and starts it only if it
-    ends before --stop-by; a run it can copy from reuse_from is copied whatever the time."""
+    task file and training keys; a reused copy counts once; a resumed one scaled to all
+    its steps; else the slowest on its file; else its steps at the time per step of runs
+    with its keys) and starts it only if it ends before --stop-by; a run it can copy from
+    reuse_from is copied whatever the time."""
     from datetime import datetime, timedelta
 
     from mtdnn import experiment
@@ -659,7 +660,7 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     keys = arm_train_keys(config, "plain")
 
     def record(root: str, seed: int, seconds: float, train_keys: dict,
-               steps: int | None = None) -> None:
+               steps: int | None = None, resumed_from_step: int = 0) -> None:
         path = tmp_path / root / "plain" / "rte" / "full" / f"seed{seed}" / "result.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({
@@ -667,10 +668,11 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
             "train_file": str(train), "dev_file": str(dev), "backend": "mtdnn",
             "train_keys": train_keys, "start_fingerprint": None,
             "metrics": {"rte": {"accuracy": 0.5}}, "wall_seconds": seconds, "steps": steps,
-            "train_size": 1}))
+            "train_size": 1, "resumed_from_step": resumed_from_step}))
 
     record("runs", 1, 3000.0, keys, steps=10)
-    record("runs", 2, 4000.0, keys, steps=10)
+    # resumed at step 5, the process that finished it timed half its steps: 4000 s in all
+    record("runs", 2, 2000.0, keys, steps=10, resumed_from_step=5)
     record("other", 1, 3000.0, keys, steps=10)  # a copy of seed 1's run: counted once
     record("other", 5, 10.0, {**keys, "epochs": 9})  # other training keys: not like it
     entry = {"file": str(train), "size": 1, "available": True}
