@@ -129,21 +129,31 @@ def model_breakdown(predictor: Predictor, task: str, files: list[Path],
                     for name, value in values.items()} for level, values in result.items()}
 
 
-def table(results: dict[str, dict[str, dict[str, float]]]) -> str:
-    """Models × levels: accuracy, then KL to the 100 labels and to the 5 labels."""
-    def cell(value: float, digits: str) -> str:
-        return "—" if math.isnan(value) else format(value, digits)
+MEASURES = (("accuracy", ".1f", "accuracy %"),
+            ("kl_100", ".3f", "KL to the 100 ChaosNLI labels"),
+            ("kl_5", ".3f", "KL to the original 5 labels"))
+
+Breakdowns = dict[str, dict[str, dict[str, float]]]  # model -> level -> measure -> value
+
+
+def table(results: Breakdowns, spread: Breakdowns | None = None) -> str:
+    """Models × levels: accuracy, then KL to the 100 labels and to the 5 labels; with
+    ``spread`` (each model's std over its runs, NaN for one run), mean ± std."""
+    def cell(model: str, level: str, measure: str, digits: str) -> str:
+        value = results[model][level][measure]
+        if math.isnan(value):
+            return "—"
+        std = spread[model][level][measure] if spread else math.nan
+        return format(value, digits) + ("" if math.isnan(std) else f" ± {std:{digits}}")
 
     first = next(iter(results.values()))
     lines = ["| model | " + " | ".join(f"{level} ({first[level]['pairs']:,} pairs)"
                                        for level in LEVELS) + " |",
              "|---" * (len(LEVELS) + 1) + "|"]
-    for measure, digits, title in (("accuracy", ".1f", "accuracy %"),
-                                   ("kl_100", ".3f", "KL to the 100 ChaosNLI labels"),
-                                   ("kl_5", ".3f", "KL to the original 5 labels")):
+    for measure, digits, title in MEASURES:
         lines.append(f"| **{title}** |" + " |" * len(LEVELS))
-        for model, levels in results.items():
-            lines.append(f"| {model} | " + " | ".join(cell(levels[level][measure], digits)
+        for model in results:
+            lines.append(f"| {model} | " + " | ".join(cell(model, level, measure, digits)
                                                       for level in LEVELS) + " |")
     left_out = first["other agreement (left out)"]["pairs"]
     if left_out:
@@ -152,25 +162,31 @@ def table(results: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(results: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
+def plot(results: Breakdowns, path: Path, spread: Breakdowns | None = None) -> None:
+    """Accuracy per level and KL to the 100 labels per ChaosNLI level, a bar per model
+    (with ``spread``, ± one std over its runs); the legend sits below the panels, clear of
+    the bars."""
     from mtdnn.plots import _pyplot, _save
 
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
     width = 0.8 / max(len(results), 1)
     for number, (model, levels) in enumerate(results.items()):
-        xs = np.arange(len(LEVELS)) + number * width
-        axes[0].bar(xs, [levels[level]["accuracy"] for level in LEVELS], width, label=model)
-        axes[1].bar(xs[:2], [levels[level]["kl_100"] for level in LEVELS[:2]], width,
-                    label=model)
+        for ax, measure, shown in ((axes[0], "accuracy", LEVELS), (axes[1], "kl_100", LEVELS[:2])):
+            errors = np.array([spread[model][level][measure] for level in shown]
+                              if spread else [np.nan])
+            ax.bar(np.arange(len(shown)) + number * width,
+                   [levels[level][measure] for level in shown], width, label=model,
+                   yerr=None if np.isnan(errors).all() else np.nan_to_num(errors), capsize=3)
     axes[0].set_xticks(np.arange(len(LEVELS)) + 0.4 - width / 2, LEVELS)
     axes[1].set_xticks(np.arange(2) + 0.4 - width / 2, LEVELS[:2])
     axes[0].set_ylabel("dev accuracy (%)")
     axes[1].set_ylabel("KL(ChaosNLI 100 labels ‖ model)")
     for ax in axes:
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend()
-    _save(fig, path)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center",
+               ncol=min(len(results), 4), frameon=False)
+    _save(fig, path, rect=(0, 0.08, 1, 1))
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

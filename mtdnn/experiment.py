@@ -1049,36 +1049,57 @@ def write_report(config: ExperimentConfig,
     for task in config.agreement:
         for subset in task_subsets(config, task):
             table += agreement_section(records, task, subset, arms,
-                                       out / f"agreement_{task}_{subset}.png")
+                                       out / f"agreement_{task}_{subset}.png", config.baseline)
     atomic_write_text(out / "results.md", table)
     return records
 
 
 def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arms: list[str],
-                      plot_path: Path) -> str:
-    """Each arm's mean breakdown over its runs of ``task`` on ``subset`` (Figure 2), and
-    its plot."""
+                      plot_path: Path, baseline: str | None = None) -> str:
+    """Each arm's breakdown over its runs of ``task`` on ``subset`` (Figure 2): mean ± std,
+    its plot, and each arm's differences from ``baseline`` (else the first arm with runs)
+    with Welch's p."""
     from mtdnn import agreement
 
-    means = {}
-    for arm in arms:
-        found = [r["agreement"] for r in records if r["arm"] == arm and r["task"] == task
-                 and r["subset"] == subset and r.get("agreement")]
-        if not found:
-            continue
-        # the pair counts are the dev file's, the same in every run: kept as counts
-        means[f"{arm} (n={len(found)})"] = {
-            level: {name: found[0][level][name] if name == "pairs" else float(np.mean(
-                [np.nan if f[level].get(name) is None else f[level][name] for f in found]))
-                    for name in found[0][level]}
-            for level in found[0]}
-    if not means:
+    runs = {arm: found for arm in arms if (found := [
+        r["agreement"] for r in records if r["arm"] == arm and r["task"] == task
+        and r["subset"] == subset and r.get("agreement")])}
+    if not runs:
         return ""
-    agreement.plot(means, plot_path)
-    return (f"\n### {task} ({subset}): accuracy and KL(human ‖ model) by annotator "
-            f"agreement\n\n"
-            f"Mean over each arm's runs; plot: {plot_path.name}.\n\n"
-            + agreement.table(means))
+
+    def values(arm: str, level: str, measure: str) -> list[float]:
+        return [np.nan if r[level].get(measure) is None else r[level][measure]
+                for r in runs[arm]]
+
+    first = next(iter(runs.values()))[0]
+    names = {arm: f"{arm} (n={len(found)})" for arm, found in runs.items()}
+    measures = [name for name in first[agreement.LEVELS[0]] if name != "pairs"]
+    # the pair counts are the dev file's, the same in every run: kept as counts
+    means = {names[arm]: {level: {"pairs": first[level]["pairs"], **{
+        m: float(np.mean(values(arm, level, m))) for m in measures}} for level in first}
+        for arm in runs}
+    spread = {names[arm]: {level: {m: float(np.std(values(arm, level, m), ddof=1))
+                                   if len(runs[arm]) > 1 else np.nan for m in measures}
+                           for level in agreement.LEVELS} for arm in runs}
+    agreement.plot(means, plot_path, spread)
+    text = (f"\n### {task} ({subset}): accuracy and KL(human ‖ model) by annotator "
+            f"agreement\n\nMean ± std over each arm's runs; plot: {plot_path.name}.\n\n"
+            + agreement.table(means, spread))
+    base = baseline if baseline in runs else next(iter(runs))
+    others = [arm for arm in runs if arm != base]
+    if not others:
+        return text
+    columns = [("accuracy", level, 1) for level in agreement.LEVELS] + [
+        ("kl_100", level, 3) for level in agreement.LEVELS[:2]]
+    lines = report.table_head([f"{'accuracy' if m == 'accuracy' else 'KL to 100'} {level}"
+                               for m, level, _ in columns], first="pair")
+    for arm in others:
+        lines.append(f"| {arm} − {base} | " + " | ".join(
+            report.difference(values(arm, level, m), values(base, level, m), digits)
+            for m, level, digits in columns) + " |")
+    return (text + f"\nDifferences from {base} (accuracy in points, KL in nats; Welch's "
+            f"p over runs; {len(others) * len(columns)} comparisons, not corrected for "
+            "multiple comparisons):\n\n" + "\n".join(lines) + "\n")
 
 
 RESULT_FILES = ("results.csv", "results.md", "results.png", "experiment_config.json")

@@ -19,8 +19,10 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> None:
-    fig.tight_layout()
+def _save(fig: Any, path: Path, rect: tuple[float, ...] = (0, 0, 1, 1)) -> None:
+    """Lay the axes out within ``rect`` (figure fractions: room for a figure legend) and
+    write the PNG atomically."""
+    fig.tight_layout(rect=rect)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     _pyplot().close(fig)

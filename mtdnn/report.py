@@ -49,11 +49,11 @@ def welch_p(a: list[float], b: list[float]) -> float | None:
     return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
-def difference(a: list[float], b: list[float]) -> str:
+def difference(a: list[float], b: list[float], digits: int = 1) -> str:
     """``mean(a) − mean(b)`` with Welch's p; p needs two runs a side and some spread."""
     if not a or not b:
         return "not run"
-    gap = signed_gap(float(np.mean(a) - np.mean(b)))
+    gap = signed_gap(float(np.mean(a) - np.mean(b)), digits)
     if min(len(a), len(b)) < 2:
         return f"{gap} (no p: 1 seed)"
     p = welch_p(a, b)
@@ -62,9 +62,10 @@ def difference(a: list[float], b: list[float]) -> str:
     return f"{gap} ({p_value(p)})"
 
 
-def signed_gap(gap: float) -> str:
-    text = f"{gap:+.1f}"
-    return "+0.0" if text == "-0.0" else text  # a tiny negative gap rounds to a signed zero
+def signed_gap(gap: float, digits: int = 1) -> str:
+    text = f"{gap:+.{digits}f}"
+    # a tiny negative gap rounds to a signed zero
+    return text.replace("-", "+") if float(text) == 0 else text
 
 
 def p_value(p: float) -> str:

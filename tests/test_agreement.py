@@ -63,19 +63,33 @@ def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
     assert math.isnan(result["rest of dev"]["kl_100"])  # no annotations outside ChaosNLI
 
 
-def test_the_runner_averages_each_arms_runs_and_keeps_the_pair_counts(tmp_path: Path) -> None:
+def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
+        tmp_path: Path) -> None:
     from mtdnn.agreement import breakdown, load_chaosnli
     from mtdnn.experiment import agreement_section
 
     chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", CHAOS))
     other = [prediction("d1", 0.8, 0.2, 0.0), *PREDICTIONS[1:]]  # d1 now wrong
-    records = [{"arm": "a", "task": "snli", "subset": "1pct", "agreement": breakdown(
-        DEV, predictions, chaos)} for predictions in (PREDICTIONS, other)]
-    section = agreement_section(records, "snli", "1pct", ["a", "b"], tmp_path / "a.png")
+    records = [{"arm": arm, "task": "snli", "subset": "1pct", "agreement": breakdown(
+        DEV, predictions, chaos)} for arm, predictions in
+        (("a", PREDICTIONS), ("a", other), ("b", PREDICTIONS), ("b", PREDICTIONS))]
+    section = agreement_section(records, "snli", "1pct", ["a", "b", "c"], tmp_path / "a.png",
+                                baseline="b")
     assert "| model | 3/2/0 (1 pairs) | 3/1/1 (1 pairs) | rest of dev (2 pairs) |" in section
-    assert "| a (n=2) | 50.0 | 0.0 | 50.0 |" in section  # 3/2/0: 100 and 0
-    assert "b (n=" not in section  # an arm without runs has no row
+    # 3/2/0: 100 and 0
+    assert "| a (n=2) | 50.0 ± 70.7 | 0.0 ± 0.0 | 50.0 ± 0.0 |" in section
+    assert "c (n=" not in section  # an arm without runs has no row
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a − b: 3/2/0 accuracy 50 − 100, Welch's t = −50 / (70.7 / √2) = −1 on 1 df: p = 0.5;
+    # KL to the 100 labels: half the gap between a's two runs' KL
+    kl_right = 0.3 * math.log(0.3 / 0.2) + 0.7 * math.log(0.7 / 0.8)
+    kl_wrong = 0.3 * math.log(0.3 / 0.8) + 0.7 * math.log(0.7 / 0.2)
+    row = next(line for line in section.splitlines() if line.startswith("| a − b |"))
+    cells = [cell.strip() for cell in row.split("|")[2:-1]]
+    assert cells[:3] == ["-50.0 (p = 0.500)", "+0.0 (no p: no spread)",
+                         "+0.0 (no p: no spread)"]
+    assert cells[3].startswith(f"{(kl_wrong - kl_right) / 2:+.3f} (p = ")
+    assert "5 comparisons" in section
 
 
 def test_report_and_exclude_commands(tmp_path: Path) -> None:
