@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 LABELS = ("entailment", "neutral", "contradiction")  # ChaosNLI's e, n, c order
 LEVELS = ("3/2/0", "3/1/1", "rest of dev")
+ANNOTATED = LEVELS[:2]  # the levels with annotator distributions, where KL is defined
 
 
 def pair_key(premise: str, hypothesis: str) -> str:
@@ -129,9 +130,10 @@ def model_breakdown(predictor: Predictor, task: str, files: list[Path],
                     for name, value in values.items()} for level, values in result.items()}
 
 
-MEASURES = (("accuracy", ".1f", "accuracy %"),
-            ("kl_100", ".3f", "KL to the 100 ChaosNLI labels"),
-            ("kl_5", ".3f", "KL to the original 5 labels"))
+MEASURES = (("accuracy", 1, "accuracy %"),  # name, decimals shown, title
+            ("kl_100", 3, "KL to the 100 ChaosNLI labels"),
+            ("kl_5", 3, "KL to the original 5 labels"))
+DECIMALS = {name: decimals for name, decimals, _ in MEASURES}
 
 Breakdowns = dict[str, dict[str, dict[str, float]]]  # model -> level -> measure -> value
 
@@ -139,21 +141,21 @@ Breakdowns = dict[str, dict[str, dict[str, float]]]  # model -> level -> measure
 def table(results: Breakdowns, spread: Breakdowns | None = None) -> str:
     """Models × levels: accuracy, then KL to the 100 labels and to the 5 labels; with
     ``spread`` (each model's std over its runs, NaN for one run), mean ± std."""
-    def cell(model: str, level: str, measure: str, digits: str) -> str:
+    def cell(model: str, level: str, measure: str, decimals: int) -> str:
         value = results[model][level][measure]
         if math.isnan(value):
             return "—"
         std = spread[model][level][measure] if spread else math.nan
-        return format(value, digits) + ("" if math.isnan(std) else f" ± {std:{digits}}")
+        return f"{value:.{decimals}f}" + ("" if math.isnan(std) else f" ± {std:.{decimals}f}")
 
     first = next(iter(results.values()))
     lines = ["| model | " + " | ".join(f"{level} ({first[level]['pairs']:,} pairs)"
                                        for level in LEVELS) + " |",
              "|---" * (len(LEVELS) + 1) + "|"]
-    for measure, digits, title in MEASURES:
+    for measure, decimals, title in MEASURES:
         lines.append(f"| **{title}** |" + " |" * len(LEVELS))
         for model in results:
-            lines.append(f"| {model} | " + " | ".join(cell(model, level, measure, digits)
+            lines.append(f"| {model} | " + " | ".join(cell(model, level, measure, decimals)
                                                       for level in LEVELS) + " |")
     left_out = first["other agreement (left out)"]["pairs"]
     if left_out:
@@ -172,14 +174,14 @@ def plot(results: Breakdowns, path: Path, spread: Breakdowns | None = None) -> N
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
     width = 0.8 / max(len(results), 1)
     for number, (model, levels) in enumerate(results.items()):
-        for ax, measure, shown in ((axes[0], "accuracy", LEVELS), (axes[1], "kl_100", LEVELS[:2])):
+        for ax, measure, shown in ((axes[0], "accuracy", LEVELS), (axes[1], "kl_100", ANNOTATED)):
             errors = np.array([spread[model][level][measure] for level in shown]
                               if spread else [np.nan])
             ax.bar(np.arange(len(shown)) + number * width,
                    [levels[level][measure] for level in shown], width, label=model,
                    yerr=None if np.isnan(errors).all() else np.nan_to_num(errors), capsize=3)
     axes[0].set_xticks(np.arange(len(LEVELS)) + 0.4 - width / 2, LEVELS)
-    axes[1].set_xticks(np.arange(2) + 0.4 - width / 2, LEVELS[:2])
+    axes[1].set_xticks(np.arange(len(ANNOTATED)) + 0.4 - width / 2, ANNOTATED)
     axes[0].set_ylabel("dev accuracy (%)")
     axes[1].set_ylabel("KL(ChaosNLI 100 labels ‖ model)")
     for ax in axes:

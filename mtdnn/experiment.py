@@ -1089,14 +1089,14 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     others = [arm for arm in runs if arm != base]
     if not others:
         return text
-    columns = [("accuracy", level, 1) for level in agreement.LEVELS] + [
-        ("kl_100", level, 3) for level in agreement.LEVELS[:2]]
+    columns = [("accuracy", level) for level in agreement.LEVELS] + [
+        ("kl_100", level) for level in agreement.ANNOTATED]
     lines = report.table_head([f"{'accuracy' if m == 'accuracy' else 'KL to 100'} {level}"
-                               for m, level, _ in columns], first="pair")
+                               for m, level in columns], first="pair")
     for arm in others:
         lines.append(f"| {arm} − {base} | " + " | ".join(
-            report.difference(values(arm, level, m), values(base, level, m), digits)
-            for m, level, digits in columns) + " |")
+            report.difference(values(arm, level, m), values(base, level, m),
+                              agreement.DECIMALS[m]) for m, level in columns) + " |")
     return (text + f"\nDifferences from {base} (accuracy in points, KL in nats; Welch's "
             f"p over runs; {len(others) * len(columns)} comparisons, not corrected for "
             "multiple comparisons):\n\n" + "\n".join(lines) + "\n")
