@@ -25,7 +25,7 @@ import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -36,10 +36,12 @@ from safetensors.torch import load_file, save_file
 from mtdnn import __version__
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, atomic_write_text, sha256_of
-from mtdnn.model import MultiTaskModel, load_encoder, quiet_transformers
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
 from mtdnn.task_def import TaskDef, load_task_file
+
+if TYPE_CHECKING:  # mtdnn.model imports transformers (seconds); reading records needs none
+    from mtdnn.model import MultiTaskModel
 
 log = logging.getLogger(__name__)
 ENCODER_DIR = "encoder"
@@ -66,6 +68,8 @@ def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_ya
                     info: dict[str, Any], training_state: dict[str, Any] | None = None,
                     teacher: MeanTeacher | None = None) -> None:
     """Write ``model`` and its context to ``path`` atomically (replacing any old one)."""
+    from mtdnn.model import quiet_transformers
+
     with atomic_dir(path) as tmp:
         with quiet_transformers():
             model.encoder.save_pretrained(tmp / ENCODER_DIR)
@@ -136,6 +140,8 @@ def _head_state(heads: dict[str, torch.Tensor], task: str) -> dict[str, torch.Te
 
 def load_model(path: Path) -> tuple[MultiTaskModel, Any]:
     """The model (encoder + every head) and tokenizer saved in checkpoint ``path``."""
+    from mtdnn.model import MultiTaskModel, load_encoder
+
     tasks = load_checkpoint_tasks(path)
     encoder, tokenizer = load_encoder(str(path / ENCODER_DIR))
     model = MultiTaskModel(encoder, tasks)

@@ -46,7 +46,11 @@ def welch_p(a: list[float], b: list[float]) -> float | None:
         return None
     from scipy import stats
 
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    # from the summary statistics: scipy's ttest_ind warns of "catastrophic cancellation"
+    # whenever one side is constant, which is a legitimate sample here (e.g. equal accuracies)
+    return float(stats.ttest_ind_from_stats(
+        np.mean(a), np.std(a, ddof=1), len(a), np.mean(b), np.std(b, ddof=1), len(b),
+        equal_var=False).pvalue)
 
 
 def difference(a: list[float], b: list[float], digits: int = 1) -> str:

@@ -373,6 +373,19 @@ def test_differences_against_a_baseline_give_welch_p() -> None:
     assert "| mt − encoder |" in narrowed
 
 
+def test_welch_p_takes_a_constant_side_without_a_warning() -> None:
+    import warnings
+
+    from mtdnn.report import welch_p
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # gap 0.1, standard error sqrt(0.02 / 2) = 0.1: t = 1 on 1 degree of freedom
+        assert welch_p([0.3, 0.3], [0.1, 0.3]) == pytest.approx(0.5)
+    assert welch_p([0.3, 0.3], [0.3, 0.3]) is None
+    assert welch_p([0.3], [0.1, 0.3]) is None
+
+
 def test_paired_differences_match_runs_by_seed_and_stage_seed() -> None:
     from scipy import stats
 
