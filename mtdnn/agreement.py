@@ -84,13 +84,22 @@ def kl(p: np.ndarray, q: np.ndarray) -> float:
     return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
 
 
+def entropy(q: np.ndarray) -> float:
+    """H(q) in nats: how spread the model's own prediction is, whatever the label."""
+    q = q[q > 0]
+    return float(-np.sum(q * np.log(q)))
+
+
 def breakdown(dev: list[dict[str, Any]], predictions: list[dict[str, Any]],
               chaos: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per agreement level: pairs, accuracy (%) and mean KL to the 100 and 5 labels."""
+    """Per agreement level: pairs, accuracy (%), mean KL to the 100 and 5 labels, and the
+    mean entropy of the model's prediction (a model may come closer to the annotators merely
+    by being less sure everywhere; the entropy on "rest of dev" tells the two apart)."""
     by_uid = {p["uid"]: p for p in predictions}
     left_out = 0
-    found: dict[str, dict[str, list[float]]] = {level: {"correct": [], "kl_100": [],
-                                                        "kl_5": []} for level in LEVELS}
+    found: dict[str, dict[str, list[float]]] = {
+        level: {name: [] for name in ("correct", "kl_100", "kl_5", "entropy")}
+        for level in LEVELS}
     for row in dev:
         predicted = by_uid.get(row["uid"])
         if predicted is None:
@@ -102,14 +111,16 @@ def breakdown(dev: list[dict[str, Any]], predictions: list[dict[str, Any]],
             left_out += 1
             continue
         found[level]["correct"].append(float(predicted["prediction"] == row.get("label")))
+        model = np.array([predicted["probabilities"][name] for name in LABELS])
+        found[level]["entropy"].append(entropy(model))
         if item:
-            model = np.array([predicted["probabilities"][name] for name in LABELS])
             found[level]["kl_100"].append(kl(item["human"], model))
             found[level]["kl_5"].append(kl(item["five"], model))
-    result = {level: {"pairs": len(v["correct"]),
-                    "accuracy": 100 * float(np.mean(v["correct"])) if v["correct"] else math.nan,
-                    "kl_100": float(np.mean(v["kl_100"])) if v["kl_100"] else math.nan,
-                    "kl_5": float(np.mean(v["kl_5"])) if v["kl_5"] else math.nan}
+    def mean(values: list[float]) -> float:
+        return float(np.mean(values)) if values else math.nan
+
+    result = {level: {"pairs": len(v["correct"]), "accuracy": 100 * mean(v["correct"]),
+                      **{name: mean(v[name]) for name in ("kl_100", "kl_5", "entropy")}}
               for level, v in found.items()}
     result["other agreement (left out)"] = {"pairs": left_out}
     return result
@@ -132,7 +143,8 @@ def model_breakdown(predictor: Predictor, task: str, files: list[Path],
 
 MEASURES = (("accuracy", 1, "accuracy %"),  # name, decimals shown, title
             ("kl_100", 3, "KL to the 100 ChaosNLI labels"),
-            ("kl_5", 3, "KL to the original 5 labels"))
+            ("kl_5", 3, "KL to the original 5 labels"),
+            ("entropy", 3, "entropy of the model's prediction"))
 DECIMALS = {name: decimals for name, decimals, _ in MEASURES}
 
 Breakdowns = dict[str, dict[str, dict[str, float]]]  # model -> level -> measure -> value
@@ -142,10 +154,11 @@ def table(results: Breakdowns, spread: Breakdowns | None = None) -> str:
     """Models × levels: accuracy, then KL to the 100 labels and to the 5 labels; with
     ``spread`` (each model's std over its runs, NaN for one run), mean ± std."""
     def cell(model: str, level: str, measure: str, decimals: int) -> str:
-        value = results[model][level][measure]
+        # .get: a breakdown recorded before a measure was added lacks it
+        value = results[model][level].get(measure, math.nan)
         if math.isnan(value):
             return "—"
-        std = spread[model][level][measure] if spread else math.nan
+        std = spread[model][level].get(measure, math.nan) if spread else math.nan
         return f"{value:.{decimals}f}" + ("" if math.isnan(std) else f" ± {std:.{decimals}f}")
 
     first = next(iter(results.values()))
@@ -165,26 +178,27 @@ def table(results: Breakdowns, spread: Breakdowns | None = None) -> str:
 
 
 def plot(results: Breakdowns, path: Path, spread: Breakdowns | None = None) -> None:
-    """Accuracy per level and KL to the 100 labels per ChaosNLI level, a bar per model
-    (with ``spread``, ± one std over its runs); the legend sits below the panels, clear of
-    the bars."""
+    """Accuracy and the prediction's entropy per level and KL to the 100 labels per ChaosNLI
+    level, a bar per model (with ``spread``, ± one std over its runs); the legend sits below
+    the panels, clear of the bars."""
     from mtdnn.plots import _pyplot, _save
 
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    panels = (("accuracy", LEVELS, "dev accuracy (%)"),
+              ("kl_100", ANNOTATED, "KL(ChaosNLI 100 labels ‖ model)"),
+              ("entropy", LEVELS, "entropy of the prediction (nats)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.6))
     width = 0.8 / max(len(results), 1)
     for number, (model, levels) in enumerate(results.items()):
-        for ax, measure, shown in ((axes[0], "accuracy", LEVELS), (axes[1], "kl_100", ANNOTATED)):
-            errors = np.array([spread[model][level][measure] for level in shown]
+        for ax, (measure, shown, _) in zip(axes, panels, strict=True):
+            errors = np.array([spread[model][level].get(measure, np.nan) for level in shown]
                               if spread else [np.nan])
             ax.bar(np.arange(len(shown)) + number * width,
-                   [levels[level][measure] for level in shown], width, label=model,
+                   [levels[level].get(measure, np.nan) for level in shown], width, label=model,
                    yerr=None if np.isnan(errors).all() else np.nan_to_num(errors), capsize=3)
-    axes[0].set_xticks(np.arange(len(LEVELS)) + 0.4 - width / 2, LEVELS)
-    axes[1].set_xticks(np.arange(len(ANNOTATED)) + 0.4 - width / 2, ANNOTATED)
-    axes[0].set_ylabel("dev accuracy (%)")
-    axes[1].set_ylabel("KL(ChaosNLI 100 labels ‖ model)")
-    for ax in axes:
+    for ax, (_, shown, title) in zip(axes, panels, strict=True):
+        ax.set_xticks(np.arange(len(shown)) + 0.4 - width / 2, shown)
+        ax.set_ylabel(title)
         ax.grid(True, axis="y", alpha=0.3)
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center",
                ncol=min(len(results), 4), frameon=False)

@@ -4,6 +4,8 @@
     python -m mtdnn.experiment --config ... --report-only   # tables from finished runs only
     python -m mtdnn.experiment --config ... --publish       # also copy records and tables
                                                             # into publish_dir (tracked)
+    python -m mtdnn.experiment --config ... --rescore-agreement  # the agreement breakdowns
+                                        # again, from the finished runs' final models
 
 An **arm** is a start point (the plain encoder, a checkpoint folder, or ``stage:<name>``)
 plus training keys of its own, run by a backend (``mtdnn``: this project's trainer;
@@ -886,17 +888,49 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "resumed_from_step": summary.get("resumed_from_step", 0),
               "machine": summary.get("machine"),
               "wall_seconds": round(time.perf_counter() - started, 1)}
-    spec = config.agreement.get(cell.task)
-    if (spec is not None and config.arms[cell.arm].backend == "mtdnn"
-            and (spec.subsets is None or cell.subset in spec.subsets)):
-        from mtdnn.agreement import model_breakdown
-        from mtdnn.predictor import Predictor
-
-        predictor = Predictor(folder / "last", precision=summary["precision"])
-        record["agreement"] = model_breakdown(predictor, cell.task,
-                                              [Path(f) for f in spec.rows], Path(spec.chaosnli))
+    if agreement_applies(config, cell):
+        record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])
     atomic_write_json(folder / RECORD, record)
     return record
+
+
+def agreement_applies(config: ExperimentConfig, cell: Cell) -> bool:
+    spec = config.agreement.get(cell.task)
+    return (spec is not None and config.arms[cell.arm].backend == "mtdnn"
+            and (spec.subsets is None or cell.subset in spec.subsets))
+
+
+def agreement_breakdown(config: ExperimentConfig, cell: Cell, folder: Path,
+                        precision: str) -> dict[str, Any]:
+    """The Figure 2 breakdown of the run's final model (``folder/last``)."""
+    from mtdnn.agreement import model_breakdown
+    from mtdnn.predictor import Predictor
+
+    spec = config.agreement[cell.task]
+    return model_breakdown(Predictor(folder / "last", precision=precision), cell.task,
+                           [Path(f) for f in spec.rows], Path(spec.chaosnli))
+
+
+def rescore_agreement(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]
+                      ) -> int:
+    """Recompute the breakdown of every finished run in ``output_dir`` whose final model is
+    still there (e.g. after a measure was added); the rest of each record stays as it was.
+    Returns how many records were rescored."""
+    rescored = missing = 0
+    for cell in cells(config, sizes):
+        folder = Path(config.output_dir) / cell.folder
+        if not agreement_applies(config, cell) or not (folder / RECORD).is_file():
+            continue
+        if not (folder / "last").is_dir():
+            missing += 1
+            continue
+        record = read_record(folder / RECORD)
+        record["agreement"] = agreement_breakdown(config, cell, folder, record["precision"])
+        atomic_write_json(folder / RECORD, record)
+        rescored += 1
+    log.info("rescored the agreement breakdown of %d runs; %d runs no longer have their "
+             "final model and keep their old breakdown", rescored, missing)
+    return rescored
 
 
 def all_sizes(config: ExperimentConfig) -> dict[str, dict[str, dict[str, Any]]]:
@@ -1073,7 +1107,7 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
 
     first = next(iter(runs.values()))[0]
     names = {arm: f"{arm} (n={len(found)})" for arm, found in runs.items()}
-    measures = [name for name in first[agreement.LEVELS[0]] if name != "pairs"]
+    measures = list(agreement.DECIMALS)  # a record made before a measure existed shows "—"
     # the pair counts are the dev file's, the same in every run: kept as counts
     means = {names[arm]: {level: {"pairs": first[level]["pairs"], **{
         m: float(np.mean(values(arm, level, m))) for m in measures}} for level in first}
@@ -1136,6 +1170,10 @@ def main(argv: list[str] | None = None) -> None:
                              "what is left (runs, stages, worker-hours); train nothing")
     parser.add_argument("--publish", action="store_true",
                         help="copy the records and results files into publish_dir")
+    parser.add_argument("--rescore-agreement", action="store_true",
+                        help="recompute the agreement breakdown of the finished runs whose "
+                             "final model is still in output_dir, then report as "
+                             "--report-only does; trains nothing")
     parser.add_argument("--stages-only", action="store_true",
                         help="train the stages the arms start from, and nothing else")
     parser.add_argument("--stop-by", metavar="TIME",
@@ -1156,8 +1194,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.publish:
             publish(config)
         return
-    if args.report_only:
+    if args.report_only or args.rescore_agreement:
         out = make_output_dir(Path(config.output_dir))
+        if args.rescore_agreement:
+            rescore_agreement(config, all_sizes(config))
         write_report(config, all_sizes(config))
     else:
         out = run_experiment(config, stop_by)

@@ -62,6 +62,14 @@ def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
                                                     0.6 * math.log(0.6 / 0.8))
     assert math.isnan(result["rest of dev"]["kl_100"])  # no annotations outside ChaosNLI
 
+    def h(*q: float) -> float:
+        return -sum(x * math.log(x) for x in q if x > 0)
+
+    # the prediction's own entropy, on every level
+    assert result["3/2/0"]["entropy"] == pytest.approx(h(0.2, 0.8))
+    assert result["rest of dev"]["entropy"] == pytest.approx((h(0.9, 0.05, 0.05) +
+                                                              h(0.6, 0.2, 0.2)) / 2)
+
 
 def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
         tmp_path: Path) -> None:
@@ -174,3 +182,26 @@ def test_the_runner_breaks_each_run_down_by_agreement(prepared_data: Path,
     published = tmp_path / "published"
     assert (published / "agreement_snli_full.png").read_bytes() == \
         (out / "agreement_snli_full.png").read_bytes()
+
+    # a record made before the entropy measure existed: its table cell says so, and
+    # --rescore-agreement recomputes the breakdown from the run's final model, nothing else
+    path = out / "plain/snli/full/seed1/result.json"
+    old = json.loads(path.read_text())
+    for level in ("3/2/0", "3/1/1", "rest of dev"):
+        del old["agreement"][level]["entropy"]
+    path.write_text(json.dumps(old))
+    ran = subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config",
+                          str(tmp_path / "experiment.yaml"), "--report-only"], cwd=REPO,
+                         text=True, capture_output=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    entropy_row = next(line for line in (out / "results.md").read_text().splitlines()
+                       if line.startswith("| plain (n=1) | ") and line.endswith("| — | — | — |"))
+    assert entropy_row
+    ran = subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config",
+                          str(tmp_path / "experiment.yaml"), "--rescore-agreement"], cwd=REPO,
+                         text=True, capture_output=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "rescored the agreement breakdown of 1 runs" in ran.stderr
+    assert json.loads(path.read_text()) == record
+    assert not any(line.endswith("| — | — | — |")
+                   for line in (out / "results.md").read_text().splitlines())
