@@ -151,8 +151,9 @@ Breakdowns = dict[str, dict[str, dict[str, float]]]  # model -> level -> measure
 
 
 def table(results: Breakdowns, spread: Breakdowns | None = None) -> str:
-    """Models × levels: accuracy, then KL to the 100 labels and to the 5 labels; with
-    ``spread`` (each model's std over its runs, NaN for one run), mean ± std."""
+    """Models × levels: accuracy, KL to the 100 labels and to the 5 labels, and the
+    prediction's entropy; with ``spread`` (each model's std over its runs, NaN for one
+    run), mean ± std."""
     def cell(model: str, level: str, measure: str, decimals: int) -> str:
         # .get: a breakdown recorded before a measure was added lacks it
         value = results[model][level].get(measure, math.nan)
