@@ -911,11 +911,10 @@ def agreement_breakdown(config: ExperimentConfig, cell: Cell, folder: Path,
                            [Path(f) for f in spec.rows], Path(spec.chaosnli))
 
 
-def rescore_agreement(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]
-                      ) -> int:
+def rescore_agreement(config: ExperimentConfig,
+                      sizes: dict[str, dict[str, dict[str, Any]]]) -> None:
     """Recompute the breakdown of every finished run in ``output_dir`` whose final model is
-    still there (e.g. after a measure was added); the rest of each record stays as it was.
-    Returns how many records were rescored."""
+    still there (e.g. after a measure was added); the rest of each record stays as it was."""
     rescored = missing = 0
     for cell in cells(config, sizes):
         folder = Path(config.output_dir) / cell.folder
@@ -930,7 +929,6 @@ def rescore_agreement(config: ExperimentConfig, sizes: dict[str, dict[str, dict[
         rescored += 1
     log.info("rescored the agreement breakdown of %d runs; %d runs no longer have their "
              "final model and keep their old breakdown", rescored, missing)
-    return rescored
 
 
 def all_sizes(config: ExperimentConfig) -> dict[str, dict[str, dict[str, Any]]]:
@@ -1196,9 +1194,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.report_only or args.rescore_agreement:
         out = make_output_dir(Path(config.output_dir))
+        sizes = all_sizes(config)
         if args.rescore_agreement:
-            rescore_agreement(config, all_sizes(config))
-        write_report(config, all_sizes(config))
+            rescore_agreement(config, sizes)
+        write_report(config, sizes)
     else:
         out = run_experiment(config, stop_by)
     if args.publish:
