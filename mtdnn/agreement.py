@@ -13,8 +13,9 @@ ChaosNLI (Nie et al., 2020) chose low-agreement pairs of SNLI and MNLI dev: each
 or 3/1/1 agreement among its original 5 annotators, and 100 new labels. Its pairs are
 joined to our dev rows by text (lower-cased, all whitespace removed: part of SNLI dev here
 is tokenised). Per level (3/2/0, 3/1/1, and the rest of dev, outside ChaosNLI) the report
-gives accuracy against the dev label and, where annotations exist, KL(human ‖ model) to the
-100-label distribution and to the original 5 labels. ``exclude`` removes ChaosNLI's pairs
+gives accuracy against the dev label, the entropy of the model's prediction and, where
+annotations exist, KL(human ‖ model) to the 100-label distribution and to the original 5
+labels; a uniform prediction (1/3 each) is its reference row. ``exclude`` removes ChaosNLI's pairs
 from a file, so that a model trained on MNLI dev_matched never sees them; ``select`` keeps
 only them (MNLI's breakdown scores those held-out pairs, and dev_mismatched as the rest).
 The experiment runner's ``agreement`` key computes the breakdown after each run
@@ -126,12 +127,35 @@ def breakdown(dev: list[dict[str, Any]], predictions: list[dict[str, Any]],
     return result
 
 
+REFERENCE = "uniform 1/3 (reference)"
+
+
+def uniform_breakdown(dev: list[dict[str, Any]],
+                      chaos: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The breakdown of a prediction of 1/3 for every label: a reference that knows nothing
+    (ChaosNLI's "chance" baseline, Nie et al., 2020). Its KL to a pair's annotators is
+    ln 3 − H(annotators), so a model above it is further from them than knowing nothing, and
+    a model merely less sure of every pair moves towards it. It has no accuracy (NaN)."""
+    result = breakdown(dev, [{"uid": row["uid"], "prediction": None,
+                              "probabilities": dict.fromkeys(LABELS, 1 / 3)} for row in dev],
+                       chaos)
+    for level in LEVELS:
+        result[level]["accuracy"] = math.nan
+    return result
+
+
+def scored_rows(files: list[Path]) -> list[dict[str, Any]]:
+    """The rows of ``files`` in order, each uid prefixed by its file's number so that two
+    files may share uids."""
+    return [{**row, "uid": f"{number}:{row['uid']}"}
+            for number, file in enumerate(files) for row in read_rows(file)]
+
+
 def model_breakdown(predictor: Predictor, task: str, files: list[Path],
                     chaosnli: Path) -> dict[str, dict[str, float | None]]:
     """A model's breakdown on the rows of ``files`` (one dev set, or ChaosNLI's held-out
     pairs followed by another dev file as the rest); undefined means are None (JSON)."""
-    rows = [{**row, "uid": f"{number}:{row['uid']}"}
-            for number, file in enumerate(files) for row in read_rows(file)]
+    rows = scored_rows(files)
     scored = predictor.predict([{"premise": r["premise"], "hypothesis": r["hypothesis"]}
                                 for r in rows], tasks=[task])
     predictions = [{"uid": row["uid"], **out[task]} for row, out in zip(rows, scored,
@@ -248,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
             raise MtdnnError(f"{spec!r} is not NAME=FILE", key="--predictions",
                              allowed="e.g. mt-dnn=runs/mt/snli_dev.jsonl")
         results[name] = breakdown(dev, read_rows(Path(file)), chaos)
+    results[REFERENCE] = uniform_breakdown(dev, chaos)
     text = table(results)
     atomic_write_text(args.out.with_suffix(".md"), text)
     atomic_write_json(args.out.with_suffix(".json"), results)

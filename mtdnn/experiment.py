@@ -1081,16 +1081,26 @@ def write_report(config: ExperimentConfig,
     for task in config.agreement:
         for subset in task_subsets(config, task):
             table += agreement_section(records, task, subset, arms,
-                                       out / f"agreement_{task}_{subset}.png", config.baseline)
+                                       out / f"agreement_{task}_{subset}.png", config.baseline,
+                                       uniform_reference(config.agreement[task]))
     atomic_write_text(out / "results.md", table)
     return records
 
 
+def uniform_reference(spec: Agreement) -> dict[str, dict[str, float]]:
+    from mtdnn.agreement import load_chaosnli, scored_rows, uniform_breakdown
+
+    return uniform_breakdown(scored_rows([Path(f) for f in spec.rows]),
+                             load_chaosnli(Path(spec.chaosnli)))
+
+
 def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arms: list[str],
-                      plot_path: Path, baseline: str | None = None) -> str:
+                      plot_path: Path, baseline: str | None = None,
+                      reference: dict[str, dict[str, float]] | None = None) -> str:
     """Each arm's breakdown over its runs of ``task`` on ``subset`` (Figure 2): mean ± std,
     its plot, and each arm's differences from ``baseline`` (else the first arm with runs)
-    with Welch's p."""
+    with Welch's p; ``reference`` (a uniform prediction's breakdown) is shown as a last row,
+    outside the comparisons."""
     from mtdnn import agreement
 
     runs = {arm: found for arm in arms if (found := [
@@ -1113,6 +1123,9 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     spread = {names[arm]: {level: {m: float(np.std(values(arm, level, m), ddof=1))
                                    if len(runs[arm]) > 1 else np.nan for m in measures}
                            for level in agreement.LEVELS} for arm in runs}
+    if reference:
+        means[agreement.REFERENCE] = reference
+        spread[agreement.REFERENCE] = {level: {} for level in agreement.LEVELS}
     agreement.plot(means, plot_path, spread)
     text = (f"\n### {task} ({subset}): accuracy and KL(human ‖ model) by annotator "
             f"agreement\n\nMean ± std over each arm's runs; plot: {plot_path.name}.\n\n"

@@ -35,6 +35,11 @@ DEV = [
 ]
 
 
+def h(*q: float) -> float:
+    """Entropy in nats, written out."""
+    return -sum(x * math.log(x) for x in q if x > 0)
+
+
 def prediction(uid: str, e: float, n: float, c: float) -> dict:
     names = {"entailment": e, "neutral": n, "contradiction": c}
     return {"uid": uid, "prediction": max(names, key=names.get), "probabilities": names}
@@ -62,9 +67,6 @@ def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
                                                     0.6 * math.log(0.6 / 0.8))
     assert math.isnan(result["rest of dev"]["kl_100"])  # no annotations outside ChaosNLI
 
-    def h(*q: float) -> float:
-        return -sum(x * math.log(x) for x in q if x > 0)
-
     # the prediction's own entropy, on every level
     assert result["3/2/0"]["entropy"] == pytest.approx(h(0.2, 0.8))
     assert result["rest of dev"]["entropy"] == pytest.approx((h(0.9, 0.05, 0.05) +
@@ -73,7 +75,7 @@ def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
 
 def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
         tmp_path: Path) -> None:
-    from mtdnn.agreement import breakdown, load_chaosnli
+    from mtdnn.agreement import breakdown, load_chaosnli, uniform_breakdown
     from mtdnn.experiment import agreement_section
 
     chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", CHAOS))
@@ -81,8 +83,9 @@ def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
     records = [{"arm": arm, "task": "snli", "subset": "1pct", "agreement": breakdown(
         DEV, predictions, chaos)} for arm, predictions in
         (("a", PREDICTIONS), ("a", other), ("b", PREDICTIONS), ("b", PREDICTIONS))]
+    reference = uniform_breakdown(DEV, chaos)
     section = agreement_section(records, "snli", "1pct", ["a", "b", "c"], tmp_path / "a.png",
-                                baseline="b")
+                                baseline="b", reference=reference)
     assert "| model | 3/2/0 (1 pairs) | 3/1/1 (1 pairs) | rest of dev (2 pairs) |" in section
     # 3/2/0: 100 and 0
     assert "| a (n=2) | 50.0 ± 70.7 | 0.0 ± 0.0 | 50.0 ± 0.0 |" in section
@@ -98,6 +101,13 @@ def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
                          "+0.0 (no p: no spread)"]
     assert cells[3].startswith(f"{(kl_wrong - kl_right) / 2:+.3f} (p = ")
     assert "5 comparisons" in section
+    # the uniform reference: KL = ln 3 − H(human), entropy ln 3, no accuracy, no comparison
+    kl_uniform = 0.3 * math.log(0.3 * 3) + 0.7 * math.log(0.7 * 3)
+    assert reference["3/2/0"]["kl_100"] == pytest.approx(math.log(3) - h(0.3, 0.7))
+    assert f"| uniform 1/3 (reference) | {kl_uniform:.3f} | " in section
+    assert "| uniform 1/3 (reference) | — | — | — |" in section
+    assert f"| uniform 1/3 (reference) | {math.log(3):.3f} | {math.log(3):.3f} | " in section
+    assert "uniform 1/3 (reference) −" not in section
 
 
 def test_report_and_exclude_commands(tmp_path: Path) -> None:
@@ -113,6 +123,7 @@ def test_report_and_exclude_commands(tmp_path: Path) -> None:
     lines = out.with_suffix(".md").read_text().splitlines()
     assert lines[0] == "| model | 3/2/0 (1 pairs) | 3/1/1 (1 pairs) | rest of dev (2 pairs) |"
     assert "| m | 100.0 | 0.0 | 50.0 |" in lines and "| n | 100.0 | 0.0 | 50.0 |" in lines
+    assert "| uniform 1/3 (reference) | — | — | — |" in lines
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     for command, kept in (("exclude", ["d3", "d4"]), ("select", ["d1", "d2"])):
@@ -178,6 +189,7 @@ def test_the_runner_breaks_each_run_down_by_agreement(prepared_data: Path,
     table = (out / "results.md").read_text()
     assert "### snli (full): accuracy and KL(human ‖ model) by annotator agreement" in table
     assert "| plain (n=1) | " in table
+    assert "| uniform 1/3 (reference) | — | — | — |" in table  # the runner's reference row
     assert (out / "agreement_snli_full.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     published = tmp_path / "published"
     assert (published / "agreement_snli_full.png").read_bytes() == \
@@ -203,5 +215,5 @@ def test_the_runner_breaks_each_run_down_by_agreement(prepared_data: Path,
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "rescored the agreement breakdown of 1 runs" in ran.stderr
     assert json.loads(path.read_text()) == record
-    assert not any(line.endswith("| — | — | — |")
+    assert not any(line.startswith("| plain (n=1) | ") and line.endswith("| — | — | — |")
                    for line in (out / "results.md").read_text().splitlines())
