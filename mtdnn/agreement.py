@@ -78,11 +78,16 @@ def load_chaosnli(path: Path) -> dict[str, dict[str, Any]]:
     return pairs
 
 
-def kl(p: np.ndarray, q: np.ndarray) -> float:
-    """KL(p ‖ q) in nats; terms where p is 0 add nothing, q is kept off 0."""
+def kl_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """KL(p ‖ q) in nats per row; terms where p is 0 add nothing, q is kept off 0."""
     q = np.clip(q, 1e-12, None)
-    mask = p > 0
-    return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
+    safe_p = np.where(p > 0, p, 1.0)
+    return np.sum(np.where(p > 0, p * np.log(safe_p / q), 0.0), axis=-1)
+
+
+def kl(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p ‖ q) in nats of one pair of distributions."""
+    return float(kl_rows(p, q))
 
 
 def entropy(q: np.ndarray) -> float:
@@ -91,16 +96,54 @@ def entropy(q: np.ndarray) -> float:
     return float(-np.sum(q * np.log(q)))
 
 
+def tempered(model: np.ndarray, temperature: float) -> np.ndarray:
+    """Rows of probabilities raised to 1/T and renormalised: softmax(logits / T)."""
+    logits = np.log(np.clip(model, 1e-12, None)) / temperature
+    logits -= logits.max(axis=1, keepdims=True)
+    return np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+
+
+def fitted_temperature(human: np.ndarray, model: np.ndarray) -> float:
+    """The T in [0.05, 20] that minimises the mean KL(human ‖ softmax(logits / T))."""
+    from scipy.optimize import minimize_scalar
+
+    def mean_kl(log_t: float) -> float:
+        return float(np.mean(kl_rows(human, tempered(model, math.exp(log_t)))))
+
+    return math.exp(minimize_scalar(mean_kl, bounds=(math.log(0.05), math.log(20)),
+                                    method="bounded", options={"xatol": 1e-4}).x)
+
+
+def cross_fitted_kl(human: np.ndarray, model: np.ndarray) -> tuple[np.ndarray, float]:
+    """Each pair's KL(human ‖ model at temperature T), T fitted on the other half of the
+    pairs (alternate pairs, two folds), and the mean of the two T. Temperature scaling
+    changes how sure a model is and never which label it ranks first, so the KL left after
+    it is what calibration alone cannot remove; a T > 1 says the model was over-sure."""
+    folds = np.arange(len(human)) % 2
+    result = np.full(len(human), np.nan)
+    temperatures = []
+    for fold in (0, 1):
+        fit, score = folds != fold, folds == fold
+        if not fit.any() or not score.any():
+            continue
+        temperatures.append(fitted_temperature(human[fit], model[fit]))
+        result[score] = kl_rows(human[score], tempered(model[score], temperatures[-1]))
+    return result, float(np.mean(temperatures)) if temperatures else math.nan
+
+
 def breakdown(dev: list[dict[str, Any]], predictions: list[dict[str, Any]],
               chaos: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per agreement level: pairs, accuracy (%), mean KL to the 100 and 5 labels, and the
-    mean entropy of the model's prediction (a model may come closer to the annotators merely
-    by being less sure everywhere; the entropy on "rest of dev" tells the two apart)."""
+    """Per agreement level: pairs, accuracy (%), mean KL to the 100 and 5 labels, the mean
+    entropy of the model's prediction (a model may come closer to the annotators merely
+    by being less sure everywhere; the entropy on "rest of dev" tells the two apart), and
+    the KL to the 100 labels after a temperature cross-fitted on the ChaosNLI pairs with
+    the T used (:func:`cross_fitted_kl`)."""
     by_uid = {p["uid"]: p for p in predictions}
     left_out = 0
     found: dict[str, dict[str, list[float]]] = {
         level: {name: [] for name in ("correct", "kl_100", "kl_5", "entropy")}
         for level in LEVELS}
+    annotated: list[tuple[str, np.ndarray, np.ndarray]] = []  # level, human, model
     for row in dev:
         predicted = by_uid.get(row["uid"])
         if predicted is None:
@@ -117,12 +160,24 @@ def breakdown(dev: list[dict[str, Any]], predictions: list[dict[str, Any]],
         if item:
             found[level]["kl_100"].append(kl(item["human"], model))
             found[level]["kl_5"].append(kl(item["five"], model))
+            annotated.append((level, item["human"], model))
+
     def mean(values: list[float]) -> float:
         return float(np.mean(values)) if values else math.nan
 
     result = {level: {"pairs": len(v["correct"]), "accuracy": 100 * mean(v["correct"]),
                       **{name: mean(v[name]) for name in ("kl_100", "kl_5", "entropy")}}
               for level, v in found.items()}
+    if annotated:
+        levels = np.array([level for level, _, _ in annotated])
+        kls, temperature = cross_fitted_kl(np.array([h for _, h, _ in annotated]),
+                                           np.array([m for _, _, m in annotated]))
+        for level in ANNOTATED:
+            result[level]["kl_100_tempered"] = mean(list(kls[levels == level]))
+            result[level]["temperature"] = temperature
+    for level in LEVELS:
+        result[level].setdefault("kl_100_tempered", math.nan)
+        result[level].setdefault("temperature", math.nan)
     result["other agreement (left out)"] = {"pairs": left_out}
     return result
 
@@ -139,8 +194,8 @@ def uniform_breakdown(dev: list[dict[str, Any]],
     result = breakdown(dev, [{"uid": row["uid"], "prediction": None,
                               "probabilities": dict.fromkeys(LABELS, 1 / 3)} for row in dev],
                        chaos)
-    for level in LEVELS:
-        result[level]["accuracy"] = math.nan
+    for level in LEVELS:  # no label is ranked first, and every temperature is the same
+        result[level]["accuracy"] = result[level]["temperature"] = math.nan
     return result
 
 
@@ -168,16 +223,17 @@ def model_breakdown(predictor: Predictor, task: str, files: list[Path],
 MEASURES = (("accuracy", 1, "accuracy %"),  # name, decimals shown, title
             ("kl_100", 3, "KL to the 100 ChaosNLI labels"),
             ("kl_5", 3, "KL to the original 5 labels"),
-            ("entropy", 3, "entropy of the model's prediction"))
+            ("entropy", 3, "entropy of the model's prediction"),
+            ("kl_100_tempered", 3, "KL to the 100 labels at a cross-fitted temperature"),
+            ("temperature", 2, "that temperature (mean of the two folds')"))
 DECIMALS = {name: decimals for name, decimals, _ in MEASURES}
 
 Breakdowns = dict[str, dict[str, dict[str, float]]]  # model -> level -> measure -> value
 
 
 def table(results: Breakdowns, spread: Breakdowns | None = None) -> str:
-    """Models × levels: accuracy, KL to the 100 labels and to the 5 labels, and the
-    prediction's entropy; with ``spread`` (each model's std over its runs, NaN for one
-    run), mean ± std."""
+    """Models × levels, a block per measure of :data:`MEASURES`; with ``spread`` (each
+    model's std over its runs, NaN for one run), mean ± std."""
     def cell(model: str, level: str, measure: str, decimals: int) -> str:
         # .get: a breakdown recorded before a measure was added lacks it
         value = results[model][level].get(measure, math.nan)
@@ -203,16 +259,17 @@ def table(results: Breakdowns, spread: Breakdowns | None = None) -> str:
 
 
 def plot(results: Breakdowns, path: Path, spread: Breakdowns | None = None) -> None:
-    """Accuracy and the prediction's entropy per level and KL to the 100 labels per ChaosNLI
-    level, a bar per model (with ``spread``, ± one std over its runs); the legend sits below
-    the panels, clear of the bars."""
+    """Accuracy and the prediction's entropy per level, and KL to the 100 labels as predicted
+    and at a cross-fitted temperature per ChaosNLI level, a bar per model (with ``spread``,
+    ± one std over its runs); the legend sits below the panels, clear of the bars."""
     from mtdnn.plots import _pyplot, _save
 
     plt = _pyplot()
     panels = (("accuracy", LEVELS, "dev accuracy (%)"),
               ("kl_100", ANNOTATED, "KL(ChaosNLI 100 labels ‖ model)"),
+              ("kl_100_tempered", ANNOTATED, "the same KL at a cross-fitted temperature"),
               ("entropy", LEVELS, "entropy of the prediction (nats)"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.6))
+    fig, axes = plt.subplots(1, len(panels), figsize=(20, 4.6))
     width = 0.8 / max(len(results), 1)
     for number, (model, levels) in enumerate(results.items()):
         for ax, (measure, shown, _) in zip(axes, panels, strict=True):

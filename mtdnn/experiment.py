@@ -913,22 +913,30 @@ def agreement_breakdown(config: ExperimentConfig, cell: Cell, folder: Path,
 
 def rescore_agreement(config: ExperimentConfig,
                       sizes: dict[str, dict[str, dict[str, Any]]]) -> None:
-    """Recompute the breakdown of every finished run in ``output_dir`` whose final model is
-    still there (e.g. after a measure was added); the rest of each record stays as it was."""
-    rescored = missing = 0
+    """Recompute the breakdown of every finished run in ``output_dir`` that lacks one of its
+    measures (e.g. one added since) and whose final model is still there; the rest of each
+    record stays as it was. An interrupted rescoring resumes where it stopped."""
+    from mtdnn.agreement import DECIMALS, LEVELS
+
+    rescored = missing = current = 0
     for cell in cells(config, sizes):
         folder = Path(config.output_dir) / cell.folder
         if not agreement_applies(config, cell) or not (folder / RECORD).is_file():
             continue
+        record = read_record(folder / RECORD)
+        if all(set(DECIMALS) <= set(record.get("agreement", {}).get(level, {}))
+               for level in LEVELS):
+            current += 1
+            continue
         if not (folder / "last").is_dir():
             missing += 1
             continue
-        record = read_record(folder / RECORD)
         record["agreement"] = agreement_breakdown(config, cell, folder, record["precision"])
         atomic_write_json(folder / RECORD, record)
         rescored += 1
-    log.info("rescored the agreement breakdown of %d runs; %d runs no longer have their "
-             "final model and keep their old breakdown", rescored, missing)
+    log.info("rescored the agreement breakdown of %d runs; %d already had every measure; "
+             "%d runs no longer have their final model and keep their old breakdown",
+             rescored, current, missing)
 
 
 def all_sizes(config: ExperimentConfig) -> dict[str, dict[str, dict[str, Any]]]:
@@ -1134,10 +1142,10 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     others = [arm for arm in runs if arm != base]
     if not others:
         return text
+    heads = {"accuracy": "accuracy", "kl_100": "KL to 100", "kl_100_tempered": "KL at T"}
     columns = [("accuracy", level) for level in agreement.LEVELS] + [
-        ("kl_100", level) for level in agreement.ANNOTATED]
-    lines = report.table_head([f"{'accuracy' if m == 'accuracy' else 'KL to 100'} {level}"
-                               for m, level in columns], first="pair")
+        (m, level) for m in ("kl_100", "kl_100_tempered") for level in agreement.ANNOTATED]
+    lines = report.table_head([f"{heads[m]} {level}" for m, level in columns], first="pair")
     for arm in others:
         lines.append(f"| {arm} − {base} | " + " | ".join(
             report.difference(values(arm, level, m), values(base, level, m),

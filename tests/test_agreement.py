@@ -73,6 +73,22 @@ def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
                                                               h(0.6, 0.2, 0.2)) / 2)
 
 
+def test_a_cross_fitted_temperature_undoes_over_confidence() -> None:
+    import numpy as np
+
+    from mtdnn.agreement import cross_fitted_kl, kl_rows, tempered
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(400, 3))
+    human = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    over_sure = tempered(human, 1 / 3)  # softmax(3 · logits)
+    kls, temperature = cross_fitted_kl(human, over_sure)
+    assert temperature == pytest.approx(3.0, rel=1e-3)
+    assert kls.max() < 1e-6 < kl_rows(human, over_sure).mean()
+    # a prediction already at the annotators' sureness keeps T = 1
+    assert cross_fitted_kl(human, human)[1] == pytest.approx(1.0, rel=1e-3)
+
+
 def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
         tmp_path: Path) -> None:
     from mtdnn.agreement import breakdown, load_chaosnli, uniform_breakdown
@@ -100,7 +116,7 @@ def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
     assert cells[:3] == ["-50.0 (p = 0.500)", "+0.0 (no p: no spread)",
                          "+0.0 (no p: no spread)"]
     assert cells[3].startswith(f"{(kl_wrong - kl_right) / 2:+.3f} (p = ")
-    assert "5 comparisons" in section
+    assert len(cells) == 7 and "7 comparisons" in section  # and KL at T per ChaosNLI level
     # the uniform reference: KL = ln 3 − H(human), entropy ln 3, no accuracy, no comparison
     kl_uniform = 0.3 * math.log(0.3 * 3) + 0.7 * math.log(0.7 * 3)
     assert reference["3/2/0"]["kl_100"] == pytest.approx(math.log(3) - h(0.3, 0.7))
@@ -209,11 +225,18 @@ def test_the_runner_breaks_each_run_down_by_agreement(prepared_data: Path,
     entropy_row = next(line for line in (out / "results.md").read_text().splitlines()
                        if line.startswith("| plain (n=1) | ") and line.endswith("| — | — | — |"))
     assert entropy_row
-    ran = subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config",
-                          str(tmp_path / "experiment.yaml"), "--rescore-agreement"], cwd=REPO,
-                         text=True, capture_output=True)
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    assert "rescored the agreement breakdown of 1 runs" in ran.stderr
+
+    def rescore() -> str:
+        ran = subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config",
+                              str(tmp_path / "experiment.yaml"), "--rescore-agreement"],
+                             cwd=REPO, text=True, capture_output=True)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        return ran.stderr
+
+    assert "rescored the agreement breakdown of 1 runs; 0 already" in rescore()
     assert json.loads(path.read_text()) == record
     assert not any(line.startswith("| plain (n=1) | ") and line.endswith("| — | — | — |")
                    for line in (out / "results.md").read_text().splitlines())
+    # a record with every measure is left alone: an interrupted rescoring resumes
+    assert "rescored the agreement breakdown of 0 runs; 1 already had every measure" \
+        in rescore()
