@@ -1146,10 +1146,15 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     columns = [("accuracy", level) for level in agreement.LEVELS] + [
         (m, level) for m in ("kl_100", "kl_100_tempered") for level in agreement.ANNOTATED]
     lines = report.table_head([f"{heads[m]} {level}" for m, level in columns], first="pair")
+    def gap(arm: str, measure: str, level: str) -> str:
+        ours, theirs = values(arm, level, measure), values(base, level, measure)
+        if np.isnan(ours + theirs).any():  # a run recorded before the measure: rescore it
+            return "—"
+        return report.difference(ours, theirs, agreement.DECIMALS[measure])
+
     for arm in others:
         lines.append(f"| {arm} − {base} | " + " | ".join(
-            report.difference(values(arm, level, m), values(base, level, m),
-                              agreement.DECIMALS[m]) for m, level in columns) + " |")
+            gap(arm, m, level) for m, level in columns) + " |")
     return (text + f"\nDifferences from {base} (accuracy in points, KL in nats; Welch's "
             f"p over runs; {len(others) * len(columns)} comparisons, not corrected for "
             "multiple comparisons):\n\n" + "\n".join(lines) + "\n")

@@ -124,6 +124,12 @@ def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
     assert "| uniform 1/3 (reference) | — | — | — |" in section
     assert f"| uniform 1/3 (reference) | {math.log(3):.3f} | {math.log(3):.3f} | " in section
     assert "uniform 1/3 (reference) −" not in section
+    # a run recorded before a measure existed: no mean and no difference, not a NaN
+    del records[0]["agreement"]["3/2/0"]["kl_100_tempered"]
+    section = agreement_section(records, "snli", "1pct", ["a", "b"], tmp_path / "a.png",
+                                baseline="b")
+    row = next(line for line in section.splitlines() if line.startswith("| a − b |"))
+    assert row.split("|")[7].strip() == "—" and "nan" not in section
 
 
 def test_report_and_exclude_commands(tmp_path: Path) -> None:
