@@ -15,7 +15,8 @@ joined to our dev rows by text (lower-cased, all whitespace removed: part of SNL
 is tokenised). Per level (3/2/0, 3/1/1, and the rest of dev, outside ChaosNLI) the report
 gives accuracy against the dev label, the entropy of the model's prediction and, where
 annotations exist, KL(human ‖ model) to the 100-label distribution and to the original 5
-labels; a uniform prediction (1/3 each) is its reference row. ``exclude`` removes ChaosNLI's pairs
+labels, and the KL to the 100 labels at a temperature cross-fitted on the ChaosNLI pairs;
+a uniform prediction (1/3 each) is its reference row. ``exclude`` removes ChaosNLI's pairs
 from a file, so that a model trained on MNLI dev_matched never sees them; ``select`` keeps
 only them (MNLI's breakdown scores those held-out pairs, and dev_mismatched as the rest).
 The experiment runner's ``agreement`` key computes the breakdown after each run

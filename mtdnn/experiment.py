@@ -1146,6 +1146,7 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     columns = [("accuracy", level) for level in agreement.LEVELS] + [
         (m, level) for m in ("kl_100", "kl_100_tempered") for level in agreement.ANNOTATED]
     lines = report.table_head([f"{heads[m]} {level}" for m, level in columns], first="pair")
+
     def gap(arm: str, measure: str, level: str) -> str:
         ours, theirs = values(arm, level, measure), values(base, level, measure)
         if np.isnan(ours + theirs).any():  # a run recorded before the measure: rescore it
