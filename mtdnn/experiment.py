@@ -1087,10 +1087,11 @@ def write_report(config: ExperimentConfig,
     table += report.paired_table(pairs, columns, records)
     table += report.sign_pattern_table(config.paper, pairs, columns, records)
     for task in config.agreement:
+        reference = uniform_reference(config.agreement[task])  # the same for every subset
         for subset in task_subsets(config, task):
             table += agreement_section(records, task, subset, arms,
                                        out / f"agreement_{task}_{subset}.png", config.baseline,
-                                       uniform_reference(config.agreement[task]))
+                                       reference)
     atomic_write_text(out / "results.md", table)
     return records
 
