@@ -175,6 +175,23 @@ def keep_recent(run_dir: Path, step: int, keep: int) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def keep_model_only(run_dir: Path) -> int:
+    """Delete what only resuming or dev selection reads from a finished run (its optimizer
+    state, mean teacher, ``best`` and step checkpoints), keeping ``last`` loadable; returns
+    the bytes freed. A SMART run keeps about a sixth of its bytes."""
+    doomed = [run_dir / "best", run_dir / "checkpoints", run_dir / "last" / STATE_FILE,
+              run_dir / "last" / TEACHER_FILE]
+    freed = 0
+    for path in doomed:
+        if path.is_dir():
+            freed += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            shutil.rmtree(path)
+        elif path.is_file():
+            freed += path.stat().st_size
+            path.unlink()
+    return freed
+
+
 @dataclass
 class RunState:
     """Counters, dev history and not-yet-logged losses of one run."""

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mtdnn import report
-from mtdnn.checkpoint import continue_keys, weights_fingerprint
+from mtdnn.checkpoint import continue_keys, keep_model_only, weights_fingerprint
 from mtdnn.config import apply_override, config_from_dict, load_mapping
 from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
 from mtdnn.files import atomic_write_json, atomic_write_text, make_output_dir, read_json
@@ -133,6 +133,12 @@ class ExperimentConfig:
     # realization of the stage, keep the runs made from the earlier one, start new runs
     # from the new one (each record names its start weights; the tables count realizations).
     retrained_stages: Literal["error", "accept"] = "error"
+    # What a finished run keeps in output_dir beside its record. everything: its resumable
+    # state and its best and last checkpoints; model: the last checkpoint's weights only,
+    # what --rescore-agreement and predict.py read (a sixth of a SMART run's 520 MB: long
+    # grids fill a disk). Stages keep everything. Applied as each run finishes and, to the
+    # grid's runs finished earlier, whenever the grid is run (not by --report-only).
+    finished_runs_keep: Literal["everything", "model"] = "everything"
     layout: Literal["tasks", "subsets"] = "tasks"  # Tables 3/4 or Table 5
     # the arm every other is compared with (Welch's p); none: every pair of arms
     baseline: str | None = None
@@ -891,6 +897,8 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
     if agreement_applies(config, cell):
         record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])
     atomic_write_json(folder / RECORD, record)
+    if config.finished_runs_keep == "model":
+        keep_model_only(folder)
     return record
 
 
@@ -950,7 +958,7 @@ def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) ->
     sizes = all_sizes(config)
     prints = start_fingerprints(config, running=True)
     allowed = allowed_fingerprints(config, prints)
-    todo = []
+    todo, finished_here = [], []
     for cell in cells(config, sizes):
         path = find_record(config, cell.folder)
         if path is None:
@@ -958,6 +966,13 @@ def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) ->
         else:
             check_record(config, cell, read_record(path), path,
                          allowed.get((cell.arm, cell.stage_seed)))
+            if path.is_relative_to(config.output_dir):
+                finished_here.append(path.parent)
+    if config.finished_runs_keep == "model":
+        freed = sum(keep_model_only(folder) for folder in finished_here)
+        if freed:
+            log.info("finished_runs_keep: model: %.1f GB of resumable state and best "
+                     "checkpoints deleted from finished runs", freed / 1e9)
     out = make_output_dir(Path(config.output_dir))
     atomic_write_json(out / "experiment_config.json", to_dict(config))
     # A run whose stage another worker is training waits until every other run has been

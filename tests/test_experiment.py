@@ -122,6 +122,28 @@ def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
     assert "Traceback" not in stale.stderr
     assert [p.stat().st_mtime_ns for p in results] == stamps
 
+    # finished_runs_keep: model deletes what only resuming reads from the grid's finished
+    # runs, as the grid starts and as each new run finishes; their final weights stay.
+    from mtdnn.checkpoint import weights_fingerprint
+
+    folders = [p.parent for p in results]
+    before = [weights_fingerprint(f / "last") for f in folders]
+    assert all((f / "last" / "training_state.pt").is_file() and (f / "best").is_dir()
+               for f in folders)
+    lean = experiment(path, "finished_runs_keep=model", "seeds=[1,2,3]", "tasks=[scitail]",
+                      "subsets=[n8]")
+    assert lean.returncode == 0, lean.stderr[-3000:]
+    assert "GB of resumable state and best checkpoints deleted" in lean.stderr
+    assert lean.stderr.count(" run Cell") == 2  # seed 3 of both arms, nothing else
+    assert [weights_fingerprint(f / "last") for f in folders] == before
+    assert [p.stat().st_mtime_ns for p in results] == stamps
+    scitail = [f for f in folders if "scitail" in f.parts]
+    for folder in [*scitail, out / "encoder/scitail/n8/seed3", out / "mt/scitail/n8/seed3"]:
+        assert (folder / "result.json").is_file() and (folder / "last/heads.safetensors").is_file()
+        assert not (folder / "best").exists() and not (folder / "last/training_state.pt").exists()
+    # the runs of the grid it ran, not those the override left out
+    assert all((f / "best").is_dir() for f in folders if f not in scitail) and len(scitail) == 4
+
     # A later session has only the published records: they count as finished, and
     # --report-only --publish regenerates the published table byte for byte.
     shutil.rmtree(out)
