@@ -1127,17 +1127,21 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     outside the comparisons."""
     from mtdnn import agreement
 
-    runs = {arm: found for arm in arms if (found := [
-        r["agreement"] for r in records if r["arm"] == arm and r["task"] == task
-        and r["subset"] == subset and r.get("agreement")])}
+    runs = {arm: found for arm in arms if (found := {
+        (r["subset"], r["seed"], r.get("stage_seed")): r["agreement"] for r in records
+        if r["arm"] == arm and r["task"] == task and r["subset"] == subset
+        and r.get("agreement")})}
     if not runs:
         return ""
 
-    def values(arm: str, level: str, measure: str) -> list[float]:
-        return [np.nan if r[level].get(measure) is None else r[level][measure]
-                for r in runs[arm]]
+    def keyed(arm: str, level: str, measure: str) -> report.Keyed:
+        return {run: np.nan if found[level].get(measure) is None else found[level][measure]
+                for run, found in runs[arm].items()}
 
-    first = next(iter(runs.values()))[0]
+    def values(arm: str, level: str, measure: str) -> list[float]:
+        return list(keyed(arm, level, measure).values())
+
+    first = next(iter(next(iter(runs.values())).values()))
     names = {arm: f"{arm} (n={len(found)})" for arm, found in runs.items()}
     measures = list(agreement.DECIMALS)  # a record made before a measure existed shows "—"
     # the pair counts are the dev file's, the same in every run: kept as counts
@@ -1164,17 +1168,17 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     lines = report.table_head([f"{heads[m]} {level}" for m, level in columns], first="pair")
 
     def gap(arm: str, measure: str, level: str) -> str:
-        ours, theirs = values(arm, level, measure), values(base, level, measure)
-        if np.isnan(ours + theirs).any():  # a run recorded before the measure: rescore it
+        ours, theirs = keyed(arm, level, measure), keyed(base, level, measure)
+        if np.isnan([*ours.values(), *theirs.values()]).any():  # recorded before the measure
             return "—"
         return report.difference(ours, theirs, agreement.DECIMALS[measure])
 
     for arm in others:
         lines.append(f"| {arm} − {base} | " + " | ".join(
             gap(arm, m, level) for m, level in columns) + " |")
-    return (text + f"\nDifferences from {base} (accuracy in points, KL in nats; Welch's "
-            f"p over runs; {len(others) * len(columns)} comparisons, not corrected for "
-            "multiple comparisons):\n\n" + "\n".join(lines) + "\n")
+    return (text + f"\nDifferences from {base} (accuracy in points, KL in nats; "
+            f"{report.WELCH_UNITS}; {len(others) * len(columns)} comparisons, not corrected "
+            "for multiple comparisons):\n\n" + "\n".join(lines) + "\n")
 
 
 RESULT_FILES = ("results.csv", "results.md", "results.png", "experiment_config.json")

@@ -14,6 +14,10 @@ Both layouts then pair the runs of one (seed, stage seed) across arms and give t
 differences with the paired t-test's p, and, where the config quotes the paper, the
 paper's sign of each difference beside ours.
 
+Every test counts independent samples: a run, or, for an arm fine-tuned from stages, a
+stage seed (the mean of its runs), since runs from one stage share its weights and a test
+over them would leave stage-1 variance out (:func:`independent`).
+
 Every number is in percent. A record is one run (see :mod:`mtdnn.experiment`); its
 ``metrics`` map task → metric → value.
 """
@@ -53,17 +57,54 @@ def welch_p(a: list[float], b: list[float]) -> float | None:
         equal_var=False).pvalue)
 
 
-def difference(a: list[float], b: list[float], digits: int = 1) -> str:
-    """``mean(a) − mean(b)`` with Welch's p; p needs two runs a side and some spread."""
+# A run's value keyed by the run: (subset, seed, stage seed or None).
+Keyed = dict[tuple[Any, Any, Any], float]
+STAGE_SEED = "stage seed"
+WELCH_UNITS = ("Welch's t-test p over seeds; an arm fine-tuned from stages counts each stage "
+               "seed once, the mean of its runs")
+
+
+def independent(keyed: Keyed) -> tuple[list[float], str]:
+    """The independent samples among runs, and their unit ("seed" or "stage seed").
+
+    Runs fine-tuned from one stage seed share its weights, so they are not independent
+    draws: each stage seed's runs count as one sample, their mean. A test over the runs
+    themselves would leave stage-1 variance out of the spread and give too small a p for
+    what a new stage-1 run would do. Runs without a stage are each a sample."""
+    groups: dict[tuple[Any, ...], list[float]] = {}
+    for (subset, seed, stage_seed), value in keyed.items():
+        unit = ("stage", stage_seed) if stage_seed is not None else ("seed", seed)
+        groups.setdefault((subset, *unit), []).append(value)
+    staged = any(key[1] == "stage" for key in groups)
+    return [float(np.mean(v)) for v in groups.values()], STAGE_SEED if staged else "seed"
+
+
+def welch(a: Keyed, b: Keyed) -> tuple[float, float | None, str]:
+    """``a − b`` over independent samples (:func:`independent`), Welch's p and what p is
+    over. With one stage seed a side, p is over that side's runs: a comparison given that
+    stage's weights, which says nothing of another stage-1 run, and the label says so."""
+    (xs, x_unit), (ys, y_unit) = independent(a), independent(b)
+    gap = float(np.mean(xs) - np.mean(ys))
+    if min(len(xs), len(ys)) >= 2:
+        return gap, welch_p(xs, ys), ""
+    if min(len(a), len(b)) >= 2 and STAGE_SEED in (x_unit, y_unit):
+        return (float(np.mean(list(a.values())) - np.mean(list(b.values()))),
+                welch_p(list(a.values()), list(b.values())), " over runs of 1 stage seed")
+    short = x_unit if len(xs) < 2 else y_unit
+    return gap, None, f"no p: 1 {short}"
+
+
+def difference(a: Keyed, b: Keyed, digits: int = 1) -> str:
+    """``mean(a) − mean(b)`` with Welch's p (:func:`welch`); p needs two samples a side and
+    some spread."""
     if not a or not b:
         return "not run"
-    gap = signed_gap(float(np.mean(a) - np.mean(b)), digits)
-    if min(len(a), len(b)) < 2:
-        return f"{gap} (no p: 1 seed)"
-    p = welch_p(a, b)
+    gap, p, over = welch(a, b)
+    if over.startswith("no p"):
+        return f"{signed_gap(gap, digits)} ({over})"
     if p is None:
-        return f"{gap} (no p: no spread)"
-    return f"{gap} ({p_value(p)})"
+        return f"{signed_gap(gap, digits)} (no p: no spread)"
+    return f"{signed_gap(gap, digits)} ({p_value(p)}{over})"
 
 
 def signed_gap(gap: float, digits: int = 1) -> str:
@@ -76,19 +117,25 @@ def p_value(p: float) -> str:
     return f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"
 
 
-def paired_difference(a: dict[Any, float], b: dict[Any, float]) -> str:
-    """The mean ± std over runs of ``a[k] − b[k]`` for the keys (runs) both arms have, with
-    the paired t-test's p; "—" with fewer than two such pairs."""
+def paired_difference(a: Keyed, b: Keyed) -> str:
+    """The mean ± std of ``a[k] − b[k]`` over the runs both arms have, with the paired
+    t-test's p; the differences of one stage seed are averaged first (:func:`independent`),
+    unless there is only one stage seed (then p is over its runs, and says so). "—" with
+    fewer than two such runs."""
     keys = [key for key in a if key in b]
     if len(keys) < 2:
         return "—"
-    gaps = np.array([a[key] - b[key] for key in keys])
+    gaps, unit = independent({key: a[key] - b[key] for key in keys})
+    count = f"n = {len(gaps)}" + (f" {unit}s" if unit == STAGE_SEED else "")
+    if len(gaps) < 2:  # one stage seed: its runs, given its weights
+        gaps, count = [a[key] - b[key] for key in keys], f"n = {len(keys)} runs of 1 stage seed"
+    gaps = np.array(gaps)
     gap = f"{signed_gap(float(gaps.mean()))} ± {gaps.std(ddof=1):.1f}"
     if np.ptp(gaps) == 0:
-        return f"{gap} (no p: no spread, n = {len(keys)})"
+        return f"{gap} (no p: no spread, {count})"
     from scipy import stats
 
-    return f"{gap} ({p_value(float(stats.ttest_1samp(gaps, 0.0).pvalue))}, n = {len(keys)})"
+    return f"{gap} ({p_value(float(stats.ttest_1samp(gaps, 0.0).pvalue))}, {count})"
 
 
 def table_head(columns: list[str], first: str = "Model") -> list[str]:
@@ -133,8 +180,9 @@ def paired_table(pairs: list[tuple[str, str]], columns: dict[str, tuple[str, str
     rows = [row for row in rows if any(cell != "—" for cell in row[2])]
     if not rows:
         return ""
-    lines = ["", "Paired differences (points; the runs of one seed and stage seed paired: mean "
-                 "± std of the per-run differences, paired t-test p, n pairs; "
+    lines = ["", "Paired differences (points; the runs of one seed and stage seed paired, "
+                 "and the differences of one stage seed averaged: mean ± std of the "
+                 "differences, paired t-test p, n of them; "
                  f"{sum(cell != '—' for row in rows for cell in row[2])} comparisons, not "
                  "corrected for multiple comparisons):", "",
              *table_head(list(columns), first="pair")]
@@ -220,7 +268,7 @@ def subsets_differences(tasks: list[str], subsets: dict[str, list[str]],
     seeds a gap of a point can be noise, and the table says so."""
     if not pairs:
         return ""
-    lines = ["Differences (points of dev accuracy; Welch's t-test p over seeds):", ""]
+    lines = [f"Differences (points of dev accuracy; {WELCH_UNITS}):", ""]
     if not per_task_heads:
         lines += table_head(subsets[tasks[0]])
     for task in tasks:
@@ -231,8 +279,8 @@ def subsets_differences(tasks: list[str], subsets: dict[str, list[str]],
             if runs_on is not None and not {later, earlier} <= {
                     arm for arm, on in runs_on.items() if task in on}:
                 continue
-            cells = [difference(values(records, later, task, "accuracy", s),
-                                values(records, earlier, task, "accuracy", s))
+            cells = [difference(seeded_values(records, later, task, "accuracy", s),
+                                seeded_values(records, earlier, task, "accuracy", s))
                      if sizes[task][s]["available"] else "n/a" for s in subsets[task]]
             lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -249,7 +297,8 @@ def sign_pattern_table(paper: dict[str, dict[str, float]], pairs: list[tuple[str
                                                 for arm in pair)]
     if not shown or not labels:
         return ""
-    lines = ["", "Sign pattern against the paper (the paper's difference → ours, Welch's p; "
+    lines = ["", "Sign pattern against the paper (the paper's difference → ours, Welch's p "
+                 "as in the differences; "
                  "✓ the same sign, ✗ the opposite):", "", *table_head(labels, first="pair")]
     same = total = significant = 0
     for later, earlier in shown:
@@ -260,18 +309,17 @@ def sign_pattern_table(paper: dict[str, dict[str, float]], pairs: list[tuple[str
                 continue
             task, metric, subset = columns[label]
             theirs = paper[later][label] - paper[earlier][label]
-            a = values(records, later, task, metric, subset)
-            b = values(records, earlier, task, metric, subset)
+            a = seeded_values(records, later, task, metric, subset)
+            b = seeded_values(records, earlier, task, metric, subset)
             ours = difference(a, b)
             mark = ""
             if a and b:
-                gap = float(np.mean(a) - np.mean(b))
+                gap, p, _ = welch(a, b)
                 total += 1
                 if np.sign(gap) == np.sign(theirs) and theirs != 0:
                     same, mark = same + 1, " ✓"
                 elif theirs != 0 and gap != 0:
                     mark = " ✗"
-                p = welch_p(a, b)
                 significant += p is not None and p < 0.05
             cells.append(f"{theirs:+.1f} → {ours}{mark}")
         lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
@@ -290,17 +338,18 @@ def task_columns(records: list[Record], tasks: list[str] = ()) -> list[tuple[str
     return sorted(found, key=lambda c: (order.get(c[0], len(order)), c))
 
 
-def run_means(records: list[Record], arm: str, columns: list[tuple[str, str]]) -> list[float]:
+def run_means(records: list[Record], arm: str, columns: list[tuple[str, str]]) -> Keyed:
     """The mean over all columns of each seed's runs (a seed's runs on several tasks are
-    one sample), for seeds that have every column."""
+    one sample), for seeds that have every column, keyed as :func:`seeded_values` keys a
+    run (with no subset: the tasks' subsets differ)."""
     by_seed: dict[tuple[Any, Any], dict[str, dict[str, float]]] = {}
     for r in records:
         if r["arm"] == arm:
             merged = by_seed.setdefault((r["seed"], r.get("stage_seed")), {})
             for task, metrics in r["metrics"].items():
                 merged.setdefault(task, {}).update(metrics)
-    return [100 * sum(m[t][k] for t, k in columns) / len(columns) for m in by_seed.values()
-            if all(k in m.get(t, {}) for t, k in columns)]
+    return {(None, *key): 100 * sum(m[t][k] for t, k in columns) / len(columns)
+            for key, m in by_seed.items() if all(k in m.get(t, {}) for t, k in columns)}
 
 
 def curve_metric(metrics: dict[str, float]) -> str:
@@ -369,17 +418,17 @@ def tasks_table(arms: list[str], records: list[Record],
     for arm in arms:
         cells = [mean_std(values(records, arm, t, m)) for t, m in columns]
         lines.append(f"| {arm} | " + " | ".join(cells)
-                     + f" | {mean_std(run_means(records, arm, columns))} |")
+                     + f" | {mean_std(list(run_means(records, arm, columns).values()))} |")
     pairs = arm_pairs(arms, baseline)
     if not pairs or not columns:
         return "\n".join(lines) + "\n" + smart_terms_table(arms, records)
-    lines += ["", "Differences (points; Welch's t-test p over seeds; "
+    lines += ["", f"Differences (points; {WELCH_UNITS}; "
               f"{len(pairs) * (len(columns) + 1)} comparisons, not corrected for "
               "multiple comparisons):", ""]
     lines += table_head([f"{t} {m}" for t, m in columns] + ["mean"], first="pair")
     for later, earlier in pairs:
-        cells = [difference(values(records, later, t, m), values(records, earlier, t, m))
-                 for t, m in columns]
+        cells = [difference(seeded_values(records, later, t, m),
+                            seeded_values(records, earlier, t, m)) for t, m in columns]
         cells.append(difference(run_means(records, later, columns),
                                 run_means(records, earlier, columns)))
         lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")

@@ -96,9 +96,10 @@ def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
 
     chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", CHAOS))
     other = [prediction("d1", 0.8, 0.2, 0.0), *PREDICTIONS[1:]]  # d1 now wrong
-    records = [{"arm": arm, "task": "snli", "subset": "1pct", "agreement": breakdown(
-        DEV, predictions, chaos)} for arm, predictions in
-        (("a", PREDICTIONS), ("a", other), ("b", PREDICTIONS), ("b", PREDICTIONS))]
+    records = [{"arm": arm, "task": "snli", "subset": "1pct", "seed": seed,
+                "agreement": breakdown(DEV, predictions, chaos)} for arm, seed, predictions in
+               (("a", 13, PREDICTIONS), ("a", 14, other), ("b", 13, PREDICTIONS),
+                ("b", 14, PREDICTIONS))]
     reference = uniform_breakdown(DEV, chaos)
     section = agreement_section(records, "snli", "1pct", ["a", "b", "c"], tmp_path / "a.png",
                                 baseline="b", reference=reference)

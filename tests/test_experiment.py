@@ -371,9 +371,10 @@ def test_differences_against_a_baseline_give_welch_p() -> None:
     accuracies = {("encoder", "1pct"): [0.70, 0.72, 0.71], ("mt", "1pct"): [0.80, 0.83, 0.81],
                   ("smart", "1pct"): [0.81, 0.83, 0.82], ("encoder", "10pct"): [0.85, 0.85],
                   ("mt", "10pct"): [0.90]}
-    rows = [{"task": "scitail", "subset": subset, "arm": arm,
+    rows = [{"task": "scitail", "subset": subset, "arm": arm, "seed": seed,
              "metrics": {"scitail": {"accuracy": value}}}
-            for (arm, subset), values in accuracies.items() for value in values]
+            for (arm, subset), values in accuracies.items()
+            for seed, value in enumerate(values, start=13)]
     subsets = {"scitail": ["1pct", "10pct", "100pct"]}
     for baseline, pairs in ((None, ["mt − encoder", "smart − encoder", "smart − mt"]),
                             ("encoder", ["mt − encoder", "smart − encoder"])):
@@ -429,10 +430,40 @@ def test_paired_differences_match_runs_by_seed_and_stage_seed() -> None:
     assert by_pair["smart − plain"] == f"+2.0 ± 1.0 (p = {p:.3f}, n = 3)"
     # runs of different stage seeds do not pair: mt − plain has no row
     assert "mt − plain" not in by_pair
-    assert by_pair["mt2 − mt"] == "+1.5 ± 0.7 (p = 0.205, n = 2)"
+    # one stage seed: the test is over its runs, given its weights, and says so
+    assert by_pair["mt2 − mt"] == "+1.5 ± 0.7 (p = 0.205, n = 2 runs of 1 stage seed)"
     assert "2 comparisons" in lines[1]
     assert paired_table([("mt", "plain")], {"rte accuracy": ("rte", "accuracy", None)},
                         rows) == ""
+
+
+def test_runs_of_one_stage_seed_count_once_in_every_test() -> None:
+    """Two fine-tuning seeds from one stage share its weights: with several stage seeds,
+    each is one sample (its runs' mean), so stage-1 variance is in the spread."""
+    from scipy import stats
+
+    from mtdnn.report import difference, paired_difference
+
+    def keyed(runs: dict[tuple[int, int | None], float]) -> dict:
+        return {("full", seed, stage): value for (seed, stage), value in runs.items()}
+
+    plain = keyed({(13, None): 60.0, (14, None): 70.0, (15, None): 65.0})
+    # stage 13's two runs agree, stage 14's too, but the two stages differ by 10 points
+    mt = keyed({(13, 13): 80.0, (14, 13): 81.0, (13, 14): 70.0, (14, 14): 72.0})
+    smart = keyed({(13, 13): 83.0, (14, 13): 82.0, (13, 14): 74.0, (14, 14): 75.0})
+    welch = stats.ttest_ind([80.5, 71.0], [60, 70, 65], equal_var=False).pvalue
+    assert difference(mt, plain) == f"+10.8 (p = {welch:.3f})"
+    # the four runs as if independent would give a smaller p: the test that left it out
+    assert stats.ttest_ind([80, 81, 70, 72], [60, 70, 65], equal_var=False).pvalue < welch
+    # paired: the per-run gaps 3, 1 (stage 13) and 4, 3 (stage 14) average to 2 and 3.5
+    p = stats.ttest_1samp([2.0, 3.5], 0.0).pvalue
+    assert paired_difference(smart, mt) == f"+2.8 ± 1.1 (p = {p:.3f}, n = 2 stage seeds)"
+    # one stage seed a side: Welch over its runs, labelled as given that stage
+    one = {key: value for key, value in mt.items() if key[2] == 13}
+    p_one = stats.ttest_ind([80, 81], [60, 70, 65], equal_var=False).pvalue
+    assert difference(one, plain) == f"+15.5 (p = {p_one:.3f} over runs of 1 stage seed)"
+    assert difference({("full", 13, 13): 80.0}, plain) == "+15.0 (no p: 1 stage seed)"
+    assert difference(plain, {("full", 13, None): 60.0}) == "+5.0 (no p: 1 seed)"
 
 
 def test_learning_curves_and_the_fine_tuning_length_rule() -> None:
@@ -463,8 +494,9 @@ def test_the_papers_sign_pattern_beside_ours() -> None:
 
     ours = {("plain", "rte"): [0.60, 0.62, 0.61], ("smart", "rte"): [0.64, 0.66, 0.65],
             ("plain", "mrpc"): [0.80, 0.81, 0.79], ("smart", "mrpc"): [0.79, 0.80, 0.80]}
-    rows = [{"arm": arm, "task": task, "subset": "full", "metrics": {task: {"accuracy": v}}}
-            for (arm, task), values in ours.items() for v in values]
+    rows = [{"arm": arm, "task": task, "subset": "full", "seed": seed,
+             "metrics": {task: {"accuracy": v}}}
+            for (arm, task), values in ours.items() for seed, v in enumerate(values, start=13)]
     paper = {"plain": {"rte accuracy": 63.5, "mrpc accuracy": 89.0},
              "smart": {"rte accuracy": 71.2, "mrpc accuracy": 91.3}}
     columns = {"rte accuracy": ("rte", "accuracy", None),
