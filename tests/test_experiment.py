@@ -683,7 +683,8 @@ def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
 
     table = tasks_table(["plain", "smart"], [], {}, ["rte"])
     assert table == "No run has finished yet (arms: plain, smart).\n"
-    finished = [{"arm": "plain", "seed": 13, "metrics": {"rte": {"accuracy": 0.6}}}]
+    finished = [{"arm": "plain", "subset": "full", "seed": 13,
+                 "metrics": {"rte": {"accuracy": 0.6}}}]
     assert tasks_table(["plain", "smart"], finished, {}, ["rte"]).splitlines()[:4] == [
         "| arm | rte accuracy | mean |", "|---|---|---|",
         "| plain | 60.0 (1 seed) | 60.0 (1 seed) |", "| smart | not run | not run |"]
