@@ -50,6 +50,7 @@ TASK_DEFS_FILE = "task_defs.yaml"
 INFO_FILE = "checkpoint.json"
 STATE_FILE = "training_state.pt"
 TEACHER_FILE = "teacher.safetensors"
+STEPS_DIR = "checkpoints"  # keep_last_n's step-<N> copies of ``last``
 CONFIG_FILE = "config.yaml"
 REQUIRED = (ENCODER_DIR, HEADS_FILE, TASK_DEFS_FILE, INFO_FILE, CONFIG_FILE)
 
@@ -168,7 +169,7 @@ def init_heads_from(model: MultiTaskModel, path: Path) -> list[str]:
 
 def keep_recent(run_dir: Path, step: int, keep: int) -> None:
     """Copy ``last`` to ``checkpoints/step-<step>`` and delete all but the newest ``keep``."""
-    folder = run_dir / "checkpoints"
+    folder = run_dir / STEPS_DIR
     copy_checkpoint(run_dir / "last", folder / f"step-{step}")
     saved = sorted(folder.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
     for old in saved[:-keep]:
@@ -179,7 +180,7 @@ def keep_model_only(run_dir: Path) -> int:
     """Delete what only resuming or dev selection reads from a finished run (its optimizer
     state, mean teacher, ``best`` and step checkpoints), keeping ``last`` loadable; returns
     the bytes freed. A SMART run keeps about a sixth of its bytes."""
-    doomed = [run_dir / "best", run_dir / "checkpoints", run_dir / "last" / STATE_FILE,
+    doomed = [run_dir / "best", run_dir / STEPS_DIR, run_dir / "last" / STATE_FILE,
               run_dir / "last" / TEACHER_FILE]
     freed = 0
     for path in doomed:

@@ -1128,7 +1128,7 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     from mtdnn import agreement
 
     runs = {arm: found for arm in arms if (found := {
-        (r["subset"], r["seed"], r.get("stage_seed")): r["agreement"] for r in records
+        report.run_key(r): r["agreement"] for r in records
         if r["arm"] == arm and r["task"] == task and r["subset"] == subset
         and r.get("agreement")})}
     if not runs:

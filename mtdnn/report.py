@@ -99,7 +99,11 @@ def difference(a: Keyed, b: Keyed, digits: int = 1) -> str:
     some spread."""
     if not a or not b:
         return "not run"
-    gap, p, over = welch(a, b)
+    return described(*welch(a, b), digits)
+
+
+def described(gap: float, p: float | None, over: str, digits: int = 1) -> str:
+    """A :func:`welch` result as a table cell, e.g. ``+2.1 (p = 0.034)``."""
     if over.startswith("no p"):
         return f"{signed_gap(gap, digits)} ({over})"
     if p is None:
@@ -157,12 +161,17 @@ def values(records: list[Record], arm: str, task: str, metric: str,
             for r in runs_with(records, arm, task, metric, subset)]
 
 
+def run_key(record: Record) -> tuple[Any, Any, Any]:
+    """How :data:`Keyed` names a run: (subset, seed, stage seed or None)."""
+    return record["subset"], record["seed"], record.get("stage_seed")
+
+
 def seeded_values(records: list[Record], arm: str, task: str, metric: str,
                   subset: str | None = None) -> dict[tuple[Any, ...], float]:
     """An arm's values of one task metric keyed by each run's (subset, seed, stage seed), in
     percent: with this project's trainer, the runs of two arms with one key share their
     head's start weights and their batch order, so they pair."""
-    return {(r["subset"], r["seed"], r.get("stage_seed")): 100 * r["metrics"][task][metric]
+    return {run_key(r): 100 * r["metrics"][task][metric]
             for r in runs_with(records, arm, task, metric, subset)}
 
 
@@ -311,10 +320,10 @@ def sign_pattern_table(paper: dict[str, dict[str, float]], pairs: list[tuple[str
             theirs = paper[later][label] - paper[earlier][label]
             a = seeded_values(records, later, task, metric, subset)
             b = seeded_values(records, earlier, task, metric, subset)
-            ours = difference(a, b)
-            mark = ""
+            ours, mark = "not run", ""
             if a and b:
-                gap, p, _ = welch(a, b)
+                gap, p, over = welch(a, b)
+                ours = described(gap, p, over)
                 total += 1
                 if np.sign(gap) == np.sign(theirs) and theirs != 0:
                     same, mark = same + 1, " ✓"
