@@ -27,8 +27,7 @@ def train(config: TrainConfig | str | dict[str, Any] | None = None, /,
     mappings, merged: ``optimizer={"lr": 3e-5}``; ``tasks`` replaces the file's tasks, as
     ``tasks=[...]`` does on the command line), validated as the command line's are.
     """
-    from mtdnn.config import TrainConfig, config_from_dict, load_mapping
-    from mtdnn.experiment import merged
+    from mtdnn.config import TrainConfig, config_from_dict, load_mapping, merged
     from mtdnn.schema import to_dict
     from mtdnn.trainer import train as run
 

@@ -305,3 +305,12 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
 def config_to_yaml(config: TrainConfig) -> str:
     """The resolved config as YAML (what the run folder records)."""
     return yaml.safe_dump(to_dict(config), sort_keys=False)
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, nested mappings merged key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        both_maps = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merged(out[key], value) if both_maps else value
+    return out

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +267,38 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         if not path.exists() and old.exists():  # interrupted between the two renames
             os.replace(old, path)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def claimed(folder: Path) -> Iterator[bool]:
+    """Claim a run for this process (a ``.claim`` file holding its pid, created
+    exclusively), so that several workers can share one grid; a claim whose process is
+    gone is taken over. Yields whether this process holds the claim. A folder the holder
+    leaves empty (a run it passed over) is removed, so that only started runs leave one."""
+    claim = folder / ".claim"
+    for _ in range(3):
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileNotFoundError:
+            continue  # another worker removed the empty folder meanwhile
+        except FileExistsError:
+            try:
+                os.kill(int(claim.read_text() or 0), 0)
+            except (ProcessLookupError, ValueError):
+                claim.unlink(missing_ok=True)  # its worker died: take it over
+                continue
+            except PermissionError:
+                pass
+            yield False
+            return
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(os.getpid()))
+        try:
+            yield True
+        finally:
+            claim.unlink(missing_ok=True)
+            with suppress(OSError):  # not empty: the run's files stay
+                folder.rmdir()
+        return
+    yield False

@@ -33,20 +33,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mtdnn.experiment import (  # noqa: E402
+from mtdnn.experiment.config import (  # noqa: E402
     FULL,
     MULTITASK,
-    RECORD,
-    Cell,
     ExperimentConfig,
     arm_train_keys,
     flat,
     load_experiment,
     stage_of,
     stage_train_keys,
-    subset_sizes,
-    task_file,
 )
+from mtdnn.experiment.grid import Cell, subset_sizes, task_file  # noqa: E402
+from mtdnn.experiment.records import RECORD  # noqa: E402
 from mtdnn.files import atomic_write_json, read_json  # noqa: E402
 
 

@@ -92,7 +92,7 @@ def test_a_cross_fitted_temperature_undoes_over_confidence() -> None:
 def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
         tmp_path: Path) -> None:
     from mtdnn.agreement import breakdown, load_chaosnli, uniform_breakdown
-    from mtdnn.experiment import agreement_section
+    from mtdnn.experiment.results import agreement_section
 
     chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", CHAOS))
     other = [prediction("d1", 0.8, 0.2, 0.0), *PREDICTIONS[1:]]  # d1 now wrong

@@ -542,7 +542,7 @@ def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
         tmp_path: Path) -> None:
     import os
 
-    from mtdnn.experiment import claimed
+    from mtdnn.files import claimed
 
     cell = tmp_path / "cell"
     with claimed(cell) as first:
@@ -561,8 +561,9 @@ def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
 
 def test_a_stage_another_worker_trains_is_waited_for_or_left(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mtdnn import experiment
-    from mtdnn.experiment import build_stage, claimed, load_experiment
+    from mtdnn.experiment import load_experiment, stages
+    from mtdnn.experiment.stages import build_stage
+    from mtdnn.files import claimed
 
     config = load_experiment(None, [f"output_dir={tmp_path}", "arms={mt: 'stage:s'}",
                                     "stages={s: {train: {tasks: [rte]}, seeds: [13]}}"])
@@ -573,21 +574,21 @@ def test_a_stage_another_worker_trains_is_waited_for_or_left(
         waits.append(seconds)
         raise TimeoutError
 
-    monkeypatch.setattr(experiment.time, "sleep", give_up)
+    monkeypatch.setattr(stages.time, "sleep", give_up)
     with claimed(folder) as mine:  # this process plays the other worker
         assert mine
         assert build_stage(config, "s", 13, wait=False) is None
         with pytest.raises(TimeoutError):
             build_stage(config, "s", 13)  # waits for the other worker
-    assert waits == [experiment.STAGE_POLL_SECONDS]
+    assert waits == [stages.STAGE_POLL_SECONDS]
     assert not (folder / "config.yaml").exists()  # nothing trained here
 
 
 
 def test_runs_whose_stage_another_worker_trains_wait_until_the_rest_are_tried(
         prepared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mtdnn import experiment
-    from mtdnn.experiment import claimed, load_experiment
+    from mtdnn.experiment import load_experiment, runner, stages
+    from mtdnn.files import claimed
 
     config = load_experiment(None, [
         f"output_dir={tmp_path}", f"data_dir={prepared_data}", "tasks=[rte]", "seeds=[3]",
@@ -600,15 +601,15 @@ def test_runs_whose_stage_another_worker_trains_wait_until_the_rest_are_tried(
         done.append("waited")
         raise TimeoutError
 
-    monkeypatch.setattr(experiment.time, "sleep", give_up)
-    monkeypatch.setattr(experiment, "_build_stage", lambda config, name, seed, folder: (
+    monkeypatch.setattr(stages.time, "sleep", give_up)
+    monkeypatch.setattr(stages, "_build_stage", lambda config, name, seed, folder: (
         done.append(f"stage {name}") or (folder / "last", name * 64)))
-    monkeypatch.setattr(experiment, "run_cell", lambda config, cell, entry, init, start: (
+    monkeypatch.setattr(runner, "run_cell", lambda config, cell, entry, init, start: (
         done.append(f"run {cell.arm} from {init.parent.parent.name}")))
     with claimed(tmp_path / "stages" / "s" / "seed13") as mine:  # the other worker's stage
         assert mine
         with pytest.raises(TimeoutError):
-            experiment.run_experiment(config)
+            runner.run_experiment(config)
     # arm a comes first in the grid, but its stage is taken: b's stage and run go first
     assert done == ["stage t", "run b from t", "waited"]
 
@@ -694,7 +695,7 @@ def test_stop_by_reads_a_clock_time_or_an_iso_date_time_and_names_a_bad_one() ->
     from datetime import datetime, timezone
 
     from mtdnn.errors import MtdnnError
-    from mtdnn.experiment import parse_stop_by
+    from mtdnn.experiment.schedule import parse_stop_by
 
     now = datetime(2026, 11, 25, 10, 30, tzinfo=timezone.utc)
     assert parse_stop_by("11:05", now) == datetime(2026, 11, 25, 11, 5, tzinfo=timezone.utc)
@@ -715,8 +716,10 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     reuse_from is copied whatever the time."""
     from datetime import datetime, timedelta
 
-    from mtdnn import experiment
-    from mtdnn.experiment import Cell, arm_train_keys, load_experiment, typical_seconds
+    from mtdnn.experiment import load_experiment, run_experiment, runner
+    from mtdnn.experiment.config import arm_train_keys
+    from mtdnn.experiment.grid import Cell, all_sizes
+    from mtdnn.experiment.schedule import typical_seconds, work_left
 
     train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
     train.write_text('{"uid": "a", "sentence1": "x", "sentence2": "y", "label": "entailment"}\n')
@@ -773,17 +776,17 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     record("other", 4, 3000.0, keys)  # seed 4's run, made by another experiment
     # what is left to plan for: seed 3 alone (seed 4 is a copy away), timed by the median
     # of the runs like it (seeds 1, 2 and the other experiment's 4: 3000 s)
-    assert experiment.work_left(config, experiment.all_sizes(config)) == \
+    assert work_left(config, all_sizes(config)) == \
         "left: 1 runs and 0 stages; 1 of them like finished runs, about 0.8 worker-hours"
     started = []
-    monkeypatch.setattr(experiment, "run_cell", lambda config, cell, *rest: started.append(cell))
-    monkeypatch.setattr(experiment, "write_report", lambda *args: None)
+    monkeypatch.setattr(runner, "run_cell", lambda config, cell, *rest: started.append(cell))
+    monkeypatch.setattr(runner, "write_report", lambda *args: None)
     soon = datetime.now().astimezone() + timedelta(minutes=30)
-    experiment.run_experiment(config, soon)
+    run_experiment(config, soon)
     assert started == []  # 50 minutes do not fit in 30
     assert not (tmp_path / "runs" / "plain" / "rte" / "full" / "seed3").exists()  # no trace
     # a run copied in from reuse_from takes no time: --stop-by does not hold it back
     reused = json.loads((tmp_path / "runs/plain/rte/full/seed4/result.json").read_text())
     assert reused["reused_from"] == str(tmp_path / "other/plain/rte/full/seed4/result.json")
-    experiment.run_experiment(config, soon + timedelta(hours=1))
+    run_experiment(config, soon + timedelta(hours=1))
     assert started == [Cell("plain", "rte", "full", 3)]

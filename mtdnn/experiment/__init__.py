@@ -1,0 +1,40 @@
+"""One runner for every experiment: named arms × tasks × subsets × seeds, stages in config.
+
+    python -m mtdnn.experiment --config experiments/domain_adaptation.yaml [key=value ...]
+    python -m mtdnn.experiment --config ... --report-only   # tables from finished runs only
+    python -m mtdnn.experiment --config ... --publish       # also copy records and tables
+                                                            # into publish_dir (tracked)
+    python -m mtdnn.experiment --config ... --rescore-agreement  # the agreement breakdowns
+                                        # again, from the finished runs' final models
+
+An **arm** is a start point (the plain encoder, a checkpoint folder, or ``stage:<name>``)
+plus training keys of its own, run by a backend (``mtdnn``: this project's trainer;
+``hf_trainer``: Hugging Face ``Trainer``, the baseline). A **stage** is a multi-task run
+the arms can start from; it is trained once per stage seed, and an arm that starts from it
+runs every (stage seed, seed) pair, so stage-1 variance is in its spread. Each run fine-
+tunes one task on one subset (drawn by ``python -m data_prep subsets``; ``full`` is the
+task's whole train file), or, with no ``tasks`` given, trains ``train.tasks`` together.
+
+Each finished run leaves a ``result.json`` (the record): its dev metrics, the training keys
+it ran with, its start weights' fingerprint and its logged SMART terms. A run with a
+record is skipped (in ``output_dir``, or already published), an interrupted one resumes
+from its last checkpoint, and several workers may share a grid. A record whose training
+keys or start weights differ from the config's now is an error, not a silent mix.
+Results: ``results.csv`` (one row per run and metric), ``results.md`` (see
+:mod:`mtdnn.report` for the two layouts) and ``results.png``.
+
+The package's modules, in the order a run meets them: :mod:`~mtdnn.experiment.config`
+(the YAML), :mod:`~mtdnn.experiment.grid` (the runs), :mod:`~mtdnn.experiment.records`
+(finished runs and their checks), :mod:`~mtdnn.experiment.schedule` (time estimates),
+:mod:`~mtdnn.experiment.stages` (stage 1), :mod:`~mtdnn.experiment.runner` (training the
+missing runs), :mod:`~mtdnn.experiment.results` (tables, plots, publishing) and
+:mod:`~mtdnn.experiment.command` (the command line).
+"""
+
+from mtdnn.experiment.command import main
+from mtdnn.experiment.config import ExperimentConfig, load_experiment
+from mtdnn.experiment.results import publish, write_report
+from mtdnn.experiment.runner import run_experiment
+
+__all__ = ["ExperimentConfig", "load_experiment", "main", "publish", "run_experiment",
+           "write_report"]

@@ -1,0 +1,71 @@
+"""``python -m mtdnn.experiment``: run, report, rescore or publish an experiment."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from mtdnn.errors import add_debug_flag
+from mtdnn.experiment.config import load_experiment
+from mtdnn.experiment.grid import all_sizes, cells
+from mtdnn.experiment.records import collect, start_fingerprints
+from mtdnn.experiment.results import publish, write_report
+from mtdnn.experiment.runner import rescore_agreement, run_experiment
+from mtdnn.experiment.schedule import parse_stop_by, work_left
+from mtdnn.experiment.stages import build_stages
+from mtdnn.files import make_output_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    from mtdnn import experiment
+
+    parser = argparse.ArgumentParser(prog="python -m mtdnn.experiment",
+                                     description=experiment.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="experiment YAML (experiments/*.yaml)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the results files from the finished runs and print "
+                             "what is left (runs, stages, worker-hours); train nothing")
+    parser.add_argument("--publish", action="store_true",
+                        help="copy the records and results files into publish_dir")
+    parser.add_argument("--rescore-agreement", action="store_true",
+                        help="recompute the agreement breakdown of the finished runs whose "
+                             "final model is still in output_dir, then report as "
+                             "--report-only does; trains nothing")
+    parser.add_argument("--stages-only", action="store_true",
+                        help="train the stages the arms start from, and nothing else")
+    parser.add_argument("--stop-by", metavar="TIME",
+                        help="start no run that is not expected to finish by TIME (HH:MM or "
+                             "an ISO date-time), judged by the wall times of finished runs "
+                             "like it; for sessions whose end takes the run folders with it")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="override a config key, e.g. seeds=[13,14] train.epochs=2")
+    add_debug_flag(parser)
+    args = parser.parse_intermixed_args(argv)  # flags may sit among the overrides
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
+                        datefmt="%H:%M:%S")
+    config = load_experiment(args.config, args.overrides)
+    stop_by = parse_stop_by(args.stop_by) if args.stop_by else None
+    if args.stages_only:
+        start_fingerprints(config, running=True)  # stage records checked before training
+        build_stages(config, stop_by)
+        if args.publish:
+            publish(config)
+        return
+    if args.report_only or args.rescore_agreement:
+        out = make_output_dir(Path(config.output_dir))
+        sizes = all_sizes(config)
+        if args.rescore_agreement:
+            rescore_agreement(config, sizes)
+        write_report(config, sizes)
+    else:
+        out = run_experiment(config, stop_by)
+    if args.publish:
+        publish(config)
+    sizes = all_sizes(config)
+    records, total = collect(config, sizes), len(cells(config, sizes))
+    print((out / "results.md").read_text())
+    print(f"{len(records)} of {total} runs finished; "
+          f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
+    print(work_left(config, sizes))

@@ -1,0 +1,108 @@
+"""The grid of an experiment: one run per arm, task, available subset, seed and stage seed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtdnn.errors import MtdnnError
+from mtdnn.experiment.config import FULL, MULTITASK, ExperimentConfig, stage_of, task_subsets
+from mtdnn.files import read_json
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid."""
+
+    arm: str
+    task: str
+    subset: str
+    seed: int
+    stage_seed: int | None = None
+
+    @property
+    def folder(self) -> Path:
+        """The run's folder under the output (and publish) folder."""
+        seed = f"seed{self.seed}" + (f"-stage{self.stage_seed}"
+                                     if self.stage_seed is not None else "")
+        return Path(self.arm) / self.task / self.subset / seed
+
+
+def task_file(config: ExperimentConfig, task: str, split: str) -> str:
+    return (config.task_files.get(task, {}).get(split)
+            or str(Path(config.data_dir) / task / f"{split}.jsonl"))
+
+
+def subset_sizes(config: ExperimentConfig, task: str) -> dict[str, dict[str, Any]]:
+    """Each subset of ``task``: its train file, size, and whether it runs."""
+    entries = {}
+    drawn = [s for s in task_subsets(config, task) if s != FULL]
+    manifest = subset_manifest(config, task, drawn) if drawn else {}
+    for name in task_subsets(config, task):
+        if name == FULL:
+            file = Path(task_file(config, task, "train"))
+            size = line_count(file)
+            entries[name] = {"file": str(file), "size": size, "available": True}
+        else:
+            entries[name] = manifest[name]
+    cap = config.max_train_rows
+    for entry in entries.values():
+        if cap is not None and entry["available"] and entry["size"] > cap:
+            entry.update(available=False,
+                         reason=f"not run: {entry['size']:,} rows > max_train_rows {cap:,}")
+    return entries
+
+
+def line_count(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def subset_manifest(config: ExperimentConfig, task: str,
+                    names: list[str]) -> dict[str, dict[str, Any]]:
+    folder = Path(config.data_dir) / task / "subsets" / f"seed{config.subset_seed}"
+    path = folder / "manifest.json"
+    if not path.is_file():
+        raise MtdnnError(f"no subsets of task '{task}'", file=path,
+                         allowed=f"python -m data_prep subsets --data-dir {config.data_dir} "
+                                 f"--task {task} --preset paper --seed {config.subset_seed}")
+    manifest = read_json(path)
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise MtdnnError("the manifest has no 'files' mapping", file=path,
+                         allowed="a manifest written by python -m data_prep subsets")
+    missing = [s for s in names if s not in files]
+    if missing:
+        raise MtdnnError(f"subset '{missing[0]}' of task '{task}' was never drawn", file=path,
+                         key="subsets", allowed=", ".join([FULL, *files]))
+    return {name: {**files[name], "file": files[name]["file"] and str(folder / files[name]["file"])}
+            for name in names}
+
+
+def grid_tasks(config: ExperimentConfig) -> tuple[str, ...]:
+    return config.tasks or (MULTITASK,)
+
+
+def cells(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]) -> list[Cell]:
+    """Every run of the grid whose subset is available, seed-major so that a partial
+    experiment has every arm once before any twice."""
+    out = []
+    for arm, spec in config.arms.items():
+        stage = stage_of(config, arm)
+        stage_seeds = config.stages[stage].seeds if stage else (None,)
+        for task in grid_tasks(config):
+            if spec.tasks is not None and task not in spec.tasks:
+                continue
+            for subset in task_subsets(config, task):
+                if not sizes[task][subset]["available"]:
+                    continue
+                out += [Cell(arm, task, subset, seed, stage_seed)
+                        for seed in spec.seeds or config.seeds for stage_seed in stage_seeds]
+    return sorted(out, key=lambda c: (c.seed, c.stage_seed or 0, list(config.arms).index(c.arm)))
+
+
+def all_sizes(config: ExperimentConfig) -> dict[str, dict[str, dict[str, Any]]]:
+    return {task: subset_sizes(config, task) for task in grid_tasks(config)}

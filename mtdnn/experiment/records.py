@@ -1,0 +1,196 @@
+"""Result records: where a run's or a stage's record is, whether it was trained with the
+keys and start weights the config has now, and another experiment's run reused as one."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from mtdnn.checkpoint import weights_fingerprint
+from mtdnn.errors import MtdnnError
+from mtdnn.experiment.config import (
+    ExperimentConfig,
+    arm_train_keys,
+    stage_of,
+    stage_train_keys,
+    without_cosmetic,
+)
+from mtdnn.experiment.grid import Cell, cells, task_file
+from mtdnn.files import atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
+
+
+RECORD = "result.json"
+
+
+def find_record(config: ExperimentConfig, relative: Path) -> Path | None:
+    """A record in the output folder, or one already published."""
+    roots = [Path(config.output_dir)] + ([Path(config.publish_dir)] if config.publish_dir else [])
+    for root in roots:
+        if (root / relative / RECORD).is_file():
+            return root / relative / RECORD
+    return None
+
+
+def stage_folder(config: ExperimentConfig, name: str, seed: int) -> Path:
+    root = Path(config.stage_dir) if config.stage_dir else Path(config.output_dir) / "stages"
+    return root / name / f"seed{seed}"
+
+
+def find_stage_record(config: ExperimentConfig, name: str, seed: int) -> Path | None:
+    """A stage's record where it is trained, or one already published."""
+    here = stage_folder(config, name, seed) / RECORD
+    if here.is_file():
+        return here
+    return find_record(config, Path("stages") / name / f"seed{seed}")
+
+
+def stage_trained(folder: Path) -> bool:
+    """Whether a stage's folder holds its finished training (on this machine)."""
+    return (folder / "summary.json").is_file() and (folder / "last").is_dir()
+
+
+# What must be equal for a finished run of another experiment to count as a run of this one.
+REUSE_FIELDS = ("task", "train_file", "dev_file", "seed", "stage_seed", "backend",
+                "train_keys", "start_fingerprint")
+
+
+def reusable_record(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+                    fingerprint: str | None) -> Path | None:
+    """A finished run in ``reuse_from`` that is this cell's run under another arm name."""
+    wanted = {"task": cell.task, "train_file": entry["file"],
+              "dev_file": task_file(config, cell.task, "dev"), "seed": cell.seed,
+              "stage_seed": cell.stage_seed, "backend": config.arms[cell.arm].backend,
+              "train_keys": arm_train_keys(config, cell.arm), "start_fingerprint": fingerprint}
+    for root in config.reuse_from:
+        if not Path(root).is_dir():
+            log.warning("reuse_from: no folder %s (yet); nothing reused from it", root)
+            continue
+        for path in sorted(Path(root).glob(f"*/{cell.task}/*/*/{RECORD}")):
+            record = read_json(path)
+            record["train_keys"] = without_cosmetic(record.get("train_keys") or {})
+            if all(record.get(name) == wanted[name] for name in REUSE_FIELDS):
+                return path
+    return None
+
+
+def reuse(config: ExperimentConfig, cell: Cell, source: Path) -> None:
+    """Copy a finished run of another experiment in as this cell's record."""
+    record = {**read_json(source), "arm": cell.arm, "subset": cell.subset,
+              "reused_from": str(source)}
+    atomic_write_json(Path(config.output_dir) / cell.folder / RECORD, record)
+    log.info("reused %s for %s", source, cell)
+
+
+def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], path: Path,
+                 allowed: set[str | None] | None) -> None:
+    """A finished run trained with other keys, or from other start weights, is an error:
+    its number would sit in the table next to runs it cannot be compared with."""
+    saved, now = without_cosmetic(record.get("train_keys") or {}), arm_train_keys(config, cell.arm)
+    if saved != now:
+        key = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))[0]
+        raise MtdnnError(
+            f"this finished run was trained with train.{key}={saved.get(key)!r}, the "
+            f"experiment now has {now.get(key)!r}", file=path, key=f"train.{key}",
+            allowed="the training keys the finished runs ran with, or a new output_dir (or "
+                    "delete the finished runs to train them again)")
+    if allowed is not None and record.get("start_fingerprint") not in allowed:
+        raise MtdnnError(
+            f"this finished run was trained from start weights "
+            f"{str(record.get('start_fingerprint'))[:12]}, but arm '{cell.arm}' now starts "
+            f"from weights {', '.join(str(a)[:12] for a in sorted(allowed, key=str))}",
+            file=path, key=f"arms.{cell.arm}",
+            allowed="the checkpoint the finished runs started from, or a new output_dir (or "
+                    "delete the runs of this arm to train them again)")
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A run's record; one in an older runner's format is named, with its migration."""
+    record = read_json(path)
+    metrics = record.get("metrics") if isinstance(record, dict) else None
+    if "arm" not in record or not isinstance(metrics, dict) or not all(
+            isinstance(m, dict) for m in metrics.values()):
+        raise MtdnnError("a result record in an older format (metrics not keyed by task, or "
+                         "no arm)", file=path,
+                         allowed="records of python -m mtdnn.experiment; migrate older ones "
+                                 "with python scripts/migrate_records.py")
+    return record
+
+
+def realizations(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stage record's realizations (the weights each training of it gave), oldest first."""
+    return record.get("realizations") or [
+        {"weights_fingerprint": record["weights_fingerprint"], "machine": record.get("machine"),
+         "train_seconds": record.get("train_seconds")}]
+
+
+def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, Any] | None:
+    path = find_stage_record(config, name, seed)
+    if path is None:
+        return None
+    record = read_json(path)
+    saved, now = without_cosmetic(record.get("train_keys") or {}), stage_train_keys(config, name)
+    if saved != now:
+        key = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))[0]
+        raise MtdnnError(f"this stage was trained with {key}={saved.get(key)!r}, the "
+                         f"experiment now has {now.get(key)!r}", file=path,
+                         key=f"stages.{name}", allowed="the stage's keys as they were, or a "
+                                                       "new output_dir")
+    return record
+
+
+def allowed_fingerprints(config: ExperimentConfig,
+                         prints: dict[tuple[str, int | None], str | None]
+                         ) -> dict[tuple[str, int | None], set[str | None]]:
+    """(arm, stage seed) -> every start weight a finished run of it may have started from:
+    the one in ``prints`` (:func:`start_fingerprints`), and for a stage each realization."""
+    allowed: dict[tuple[str, int | None], set[str | None]] = {
+        key: {value} for key, value in prints.items()}
+    for arm in config.arms:
+        stage = stage_of(config, arm)
+        for seed in config.stages[stage].seeds if stage else ():
+            record = stage_record(config, stage, seed)
+            if record is not None:
+                allowed[(arm, seed)] = {r["weights_fingerprint"] for r in realizations(record)}
+    return allowed
+
+
+def start_fingerprints(config: ExperimentConfig, running: bool
+                       ) -> dict[tuple[str, int | None], str | None]:
+    """(arm, stage seed) -> the start weights' fingerprint, where it is known now: None for
+    the plain encoder; a checkpoint folder's own (which must exist to run); a stage's from
+    its record."""
+    prints: dict[tuple[str, int | None], str | None] = {}
+    for arm, spec in config.arms.items():
+        stage = stage_of(config, arm)
+        if spec.init is None:
+            prints[(arm, None)] = None
+        elif stage is not None:
+            for seed in config.stages[stage].seeds:
+                record = stage_record(config, stage, seed)
+                if record is not None:
+                    prints[(arm, seed)] = record["weights_fingerprint"]
+        elif Path(spec.init).is_dir():
+            prints[(arm, None)] = weights_fingerprint(Path(spec.init))
+        elif running:
+            raise MtdnnError(f"arm '{arm}' starts from a checkpoint that is not there",
+                             file=spec.init, key=f"arms.{arm}.init",
+                             allowed="a checkpoint folder, stage:<name>, or null for the "
+                                     "plain encoder")
+    return prints
+
+
+def collect(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]
+            ) -> list[dict[str, Any]]:
+    """The finished runs' records; one trained with other training keys is an error."""
+    allowed = allowed_fingerprints(config, start_fingerprints(config, running=False))
+    records = []
+    for cell in sorted(cells(config, sizes), key=lambda c: list(config.arms).index(c.arm)):
+        path = find_record(config, cell.folder)
+        if path is not None:
+            records.append(read_record(path))
+            check_record(config, cell, records[-1], path,
+                         allowed.get((cell.arm, cell.stage_seed)))
+    return records

@@ -1,0 +1,241 @@
+"""Running a grid: each missing run claimed, trained (or reused) and recorded in turn."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtdnn.checkpoint import continue_keys, keep_model_only
+from mtdnn.config import config_from_dict, merged
+from mtdnn.experiment.config import MULTITASK, ExperimentConfig, arm_train_keys, stage_of
+from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
+from mtdnn.experiment.records import (
+    RECORD,
+    allowed_fingerprints,
+    check_record,
+    find_record,
+    read_record,
+    reusable_record,
+    reuse,
+    start_fingerprints,
+)
+from mtdnn.experiment.results import write_report
+from mtdnn.experiment.schedule import fits_before
+from mtdnn.experiment.stages import build_stage
+from mtdnn.files import atomic_write_json, claimed, make_output_dir
+from mtdnn.schema import to_dict
+
+log = logging.getLogger(__name__)
+
+
+SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
+
+
+def logged_evaluations(run_dir: Path) -> list[dict[str, Any]]:
+    """Every dev evaluation of a run (step, epoch, metrics): the learning curve, kept in the
+    record so that a published record shows whether the run had converged."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [{"step": e["step"], "epoch": e["epoch"], "metrics": e["metrics"]}
+            for e in entries if e.get("kind") == "eval"]
+
+
+def logged_smart_terms(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Median and maximum over a run's log lines of each SMART term it logged: the
+    evidence that a regulariser was active, and how strong it was next to the task loss."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return {}
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    found = {}
+    for name in SMART_TERMS:
+        found_values = [e[name] for e in entries if e.get("kind") == "train" and name in e]
+        if found_values:
+            found[name] = {"median": float(np.median(found_values)),
+                           "max": float(np.max(found_values))}
+    return found
+
+
+def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+             init: Path | None, folder: Path) -> dict[str, Any]:
+    keys = merged(config.train, config.arms[cell.arm].train)
+    if cell.task != MULTITASK:
+        keys["tasks"] = {cell.task: {"train": entry["file"],
+                                     "dev": task_file(config, cell.task, "dev")}}
+    # the experiment's data_dir, unless the training keys name their own
+    return {**keys, "data_dir": keys.get("data_dir", config.data_dir), "seed": cell.seed,
+            "output_dir": str(folder),
+            "init_checkpoint": None if init is None else str(init), **continue_keys(folder)}
+
+
+def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+             init: Path | None, fingerprint: str | None) -> dict[str, Any]:
+    """Train one run (resuming it if it was interrupted); write its record."""
+    folder = Path(config.output_dir) / cell.folder
+    keys = run_keys(config, cell, entry, init, folder)
+    started = time.perf_counter()
+    if config.arms[cell.arm].backend == "hf_trainer":
+        from mtdnn.hf_trainer import run_config
+
+        keys = {k: v for k, v in keys.items() if k not in ("resume", "overwrite")}
+        summary = run_config(config_from_dict(keys, source=f"run {folder}"), folder)
+    else:
+        from mtdnn.trainer import train
+
+        summary = train(config_from_dict(keys, source=f"run {folder}"))
+    record = {"arm": cell.arm, "task": cell.task, "subset": cell.subset,
+              "train_size": entry["size"], "seed": cell.seed,
+              **({"stage_seed": cell.stage_seed} if cell.stage_seed is not None else {}),
+              "backend": config.arms[cell.arm].backend, "start_fingerprint": fingerprint,
+              "train_keys": arm_train_keys(config, cell.arm),
+              "train_file": entry["file"] if cell.task != MULTITASK else None,
+              "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
+              else None, "precision": summary["precision"], "steps": summary["steps"],
+              "metrics": summary["last"]["metrics"], "evaluations": logged_evaluations(folder),
+              "smart_terms": logged_smart_terms(folder),
+              "train_examples_per_s": summary["train_examples_per_s"],
+              "train_seconds": summary.get("train_seconds"),
+              "resumed_from_step": summary.get("resumed_from_step", 0),
+              "machine": summary.get("machine"),
+              "wall_seconds": round(time.perf_counter() - started, 1)}
+    if agreement_applies(config, cell):
+        record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])
+    atomic_write_json(folder / RECORD, record)
+    if config.finished_runs_keep == "model":
+        keep_model_only(folder)
+    return record
+
+
+def agreement_applies(config: ExperimentConfig, cell: Cell) -> bool:
+    spec = config.agreement.get(cell.task)
+    return (spec is not None and config.arms[cell.arm].backend == "mtdnn"
+            and (spec.subsets is None or cell.subset in spec.subsets))
+
+
+def agreement_breakdown(config: ExperimentConfig, cell: Cell, folder: Path,
+                        precision: str) -> dict[str, Any]:
+    """The Figure 2 breakdown of the run's final model (``folder/last``)."""
+    from mtdnn.agreement import model_breakdown
+    from mtdnn.predictor import Predictor
+
+    spec = config.agreement[cell.task]
+    return model_breakdown(Predictor(folder / "last", precision=precision), cell.task,
+                           [Path(f) for f in spec.rows], Path(spec.chaosnli))
+
+
+def rescore_agreement(config: ExperimentConfig,
+                      sizes: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """Recompute the breakdown of every finished run in ``output_dir`` that lacks one of its
+    measures (e.g. one added since) and whose final model is still there; the rest of each
+    record stays as it was. An interrupted rescoring resumes where it stopped."""
+    from mtdnn.agreement import DECIMALS, LEVELS
+
+    rescored = missing = current = 0
+    for cell in cells(config, sizes):
+        folder = Path(config.output_dir) / cell.folder
+        if not agreement_applies(config, cell) or not (folder / RECORD).is_file():
+            continue
+        record = read_record(folder / RECORD)
+        if all(set(DECIMALS) <= set(record.get("agreement", {}).get(level, {}))
+               for level in LEVELS):
+            current += 1
+            continue
+        if not (folder / "last").is_dir():
+            missing += 1
+            continue
+        record["agreement"] = agreement_breakdown(config, cell, folder, record["precision"])
+        atomic_write_json(folder / RECORD, record)
+        rescored += 1
+    log.info("rescored the agreement breakdown of %d runs; %d already had every measure; "
+             "%d runs no longer have their final model and keep their old breakdown",
+             rescored, current, missing)
+
+
+def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) -> Path:
+    """Run every missing run, then write the results files; returns the results folder.
+    Every finished run is checked before anything is written. With ``stop_by``, a run not
+    expected to finish by then is left for later (:func:`fits_before`)."""
+    sizes = all_sizes(config)
+    prints = start_fingerprints(config, running=True)
+    allowed = allowed_fingerprints(config, prints)
+    todo, finished_here = [], []
+    for cell in cells(config, sizes):
+        path = find_record(config, cell.folder)
+        if path is None:
+            todo.append(cell)
+        else:
+            check_record(config, cell, read_record(path), path,
+                         allowed.get((cell.arm, cell.stage_seed)))
+            if path.is_relative_to(config.output_dir):
+                finished_here.append(path.parent)
+    if config.finished_runs_keep == "model":
+        freed = sum(keep_model_only(folder) for folder in finished_here)
+        if freed:
+            log.info("finished_runs_keep: model: %.1f GB of resumable state and best "
+                     "checkpoints deleted from finished runs", freed / 1e9)
+    out = make_output_dir(Path(config.output_dir))
+    atomic_write_json(out / "experiment_config.json", to_dict(config))
+    # A run whose stage another worker is training waits until every other run has been
+    # tried, so that meanwhile this worker trains another stage or runs that need none.
+    waiting = [cell for cell in todo if not try_cell(config, cell, sizes, prints, stop_by,
+                                                     wait=False)]
+    for cell in waiting:
+        try_cell(config, cell, sizes, prints, stop_by, wait=True)
+    write_report(config, sizes)
+    return out
+
+
+def try_cell(config: ExperimentConfig, cell: Cell, sizes: dict[str, dict[str, dict[str, Any]]],
+             prints: dict[tuple[str, int | None], str | None], stop_by: datetime | None,
+             wait: bool) -> bool:
+    """Run (or reuse, or leave to its worker or for later) one missing run. False: its stage
+    is being trained by another worker and ``wait`` is off, so it is still to do."""
+    folder, entry = Path(config.output_dir) / cell.folder, sizes[cell.task][cell.subset]
+    with claimed(folder) as mine:
+        # another worker on the same grid runs it (or finished it meanwhile)
+        if not mine or (folder / RECORD).is_file():
+            return True
+        stage = stage_of(config, cell.arm)
+        init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
+        key = (cell.arm, cell.stage_seed)
+        # a stage's start weights are known only once it is trained, and reuse needs them
+        stage_first = stage is not None and key not in prints
+        # --stop-by weighs what this worker would train: not a run another worker holds,
+        # nor one copied in from reuse_from (which takes no time)
+        if stage_first and stop_by is not None and not fits_before(config, cell, entry, stop_by):
+            return True
+        if stage_first and (init := stage_start(config, stage, cell, wait, prints)) is None:
+            return False
+        source = reusable_record(config, cell, entry, prints[key])
+        if source is not None:
+            reuse(config, cell, source)
+            return True
+        if not stage_first:
+            if stop_by is not None and not fits_before(config, cell, entry, stop_by):
+                return True
+            # a stage trained in an earlier run (or re-trained, if its weights are gone)
+            if stage is not None and (
+                    init := stage_start(config, stage, cell, wait, prints)) is None:
+                return False
+        log.info("run %s", cell)
+        run_cell(config, cell, entry, init, prints[key])
+    return True
+
+
+def stage_start(config: ExperimentConfig, stage: str, cell: Cell, wait: bool,
+                prints: dict[tuple[str, int | None], str | None]) -> Path | None:
+    """The trained weights of ``cell``'s stage (trained here first if need be), with their
+    fingerprint put in ``prints``; None while another worker trains it and ``wait`` is off."""
+    built = build_stage(config, stage, cell.stage_seed, wait)
+    if built is None:
+        return None
+    init, prints[(cell.arm, cell.stage_seed)] = built
+    return init
