@@ -777,7 +777,8 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     # what is left to plan for: seed 3 alone (seed 4 is a copy away), timed by the median
     # of the runs like it (seeds 1, 2 and the other experiment's 4: 3000 s)
     assert work_left(config, all_sizes(config)) == \
-        "left: 1 runs and 0 stages; 1 of them like finished runs, about 0.8 worker-hours"
+        "left: 1 run and 0 stages; 1 of them like finished runs, about 0.8 worker-hours\n" \
+        "  plain rte full: 1 run, about 0.8 h"
     started = []
     monkeypatch.setattr(runner, "run_cell", lambda config, cell, *rest: started.append(cell))
     monkeypatch.setattr(runner, "write_report", lambda *args: None)

@@ -22,7 +22,7 @@ from mtdnn.experiment.config import (
     stage_of,
     without_cosmetic,
 )
-from mtdnn.experiment.grid import Cell, cells
+from mtdnn.experiment.grid import Cell, cells, grid_tasks
 from mtdnn.experiment.records import (
     RECORD,
     find_record,
@@ -141,8 +141,9 @@ def fits_before(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
 
 def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]) -> str:
     """What is left of the grid and about how long one worker takes for it, judged as
-    --stop-by judges (:func:`typical_seconds`): for planning sessions. A run that
-    ``reuse_from`` already holds takes no time; a stage not yet trained is counted once."""
+    --stop-by judges (:func:`typical_seconds`), in all and per arm, task and subset: for
+    planning sessions. A run that ``reuse_from`` already holds takes no time; a stage not
+    yet trained is counted once."""
     prints = start_fingerprints(config, running=False)
     left = [cell for cell in cells(config, sizes) if find_record(config, cell.folder) is None
             and not ((cell.arm, cell.stage_seed) in prints and reusable_record(
@@ -155,13 +156,26 @@ def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any
     times = [typical_seconds(config, cell, sizes[cell.task][cell.subset]) for cell in left]
     times += [typical_stage_seconds(config, stage) for stage, _ in stages]
     timed = [seconds for seconds in times if seconds is not None]
-    summary = f"left: {len(left)} runs and {len(stages)} stages"
+    summary = f"left: {counted(len(left), 'run')} and {counted(len(stages), 'stage')}"
     if timed:
         summary += (f"; {len(timed)} of them like finished runs, about "
                     f"{sum(timed) / 3600:.1f} worker-hours")
     if len(timed) < len(times):
         summary += f"; {len(times) - len(timed)} like no finished run yet (not timed)"
+    parts: dict[tuple[str, str, str], list[float | None]] = {}  # for the workers' queues
+    for cell, seconds in zip(left, times, strict=False):  # times end with the stages'
+        parts.setdefault((cell.arm, cell.task, cell.subset), []).append(seconds)
+    arms, tasks = list(config.arms), list(grid_tasks(config))
+    for part in sorted(parts, key=lambda p: (arms.index(p[0]), tasks.index(p[1]))):
+        found = parts[part]
+        known = [seconds for seconds in found if seconds is not None]
+        summary += f"\n  {' '.join(part)}: {counted(len(found), 'run')}" + (
+            f", about {sum(known) / 3600:.1f} h" if known else "")
     return summary
+
+
+def counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def finishes_in_time(expected: float | None, stop_by: datetime, what: str) -> bool:
