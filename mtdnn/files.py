@@ -1,4 +1,5 @@
-"""Small file helpers shared by data preparation, training and inference.
+"""Small file helpers shared by data preparation, training, inference and the experiment
+runner's workers (a claim file per run).
 
 Every file mtdnn writes for a user goes through a temporary name and a rename, so a crash
 never leaves a half-written file behind.

@@ -3,4 +3,5 @@
 from mtdnn.errors import run_cli
 from mtdnn.experiment.command import main
 
-run_cli(main)
+if __name__ == "__main__":
+    run_cli(main)
