@@ -32,6 +32,16 @@ written to <output>.metrics.json. --format glue writes a GLUE submission TSV
 """
 
 
+def parsed_with_logging(parser: argparse.ArgumentParser,
+                        argv: list[str] | None) -> argparse.Namespace:
+    """A ``key=value`` command's arguments (its flags may sit among the overrides), with
+    its progress logged at INFO in the one format the commands share."""
+    args = parser.parse_intermixed_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
+                        datefmt="%H:%M:%S")
+    return args
+
+
 def train_main(argv: list[str] | None = None) -> None:
     from mtdnn.config import load_config
     from mtdnn.config_help import help_epilog
@@ -44,9 +54,7 @@ def train_main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override config keys, e.g. optimizer.lr=3e-5 tasks=[rte,mrpc]")
     add_debug_flag(parser)
-    args = parser.parse_intermixed_args(argv)  # flags may sit among the overrides
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
-                        datefmt="%H:%M:%S")
+    args = parsed_with_logging(parser, argv)
     summary = train(load_config(args.config, args.overrides))
     if "best" not in summary:  # not rank 0 of a torchrun job
         return

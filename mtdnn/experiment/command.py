@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
+from mtdnn.cli import parsed_with_logging
 from mtdnn.errors import add_debug_flag
 from mtdnn.experiment.config import load_experiment
 from mtdnn.experiment.grid import all_sizes, cells
-from mtdnn.experiment.records import collect, start_fingerprints
+from mtdnn.experiment.records import start_fingerprints
 from mtdnn.experiment.results import publish, write_report
 from mtdnn.experiment.runner import rescore_agreement, run_experiment
 from mtdnn.experiment.schedule import parse_stop_by, work_left
@@ -42,9 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override a config key, e.g. seeds=[13,14] train.epochs=2")
     add_debug_flag(parser)
-    args = parser.parse_intermixed_args(argv)  # flags may sit among the overrides
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
-                        datefmt="%H:%M:%S")
+    args = parsed_with_logging(parser, argv)
     config = load_experiment(args.config, args.overrides)
     stop_by = parse_stop_by(args.stop_by) if args.stop_by else None
     if args.stages_only:
@@ -53,19 +51,18 @@ def main(argv: list[str] | None = None) -> None:
         if args.publish:
             publish(config)
         return
+    sizes = all_sizes(config)
     if args.report_only or args.rescore_agreement:
-        out = make_output_dir(Path(config.output_dir))
-        sizes = all_sizes(config)
+        make_output_dir(Path(config.output_dir))
         if args.rescore_agreement:
             rescore_agreement(config, sizes)
-        write_report(config, sizes)
+        records = write_report(config, sizes)
     else:
-        out = run_experiment(config, stop_by)
+        records = run_experiment(config, stop_by)
     if args.publish:
         publish(config)
-    sizes = all_sizes(config)
-    records, total = collect(config, sizes), len(cells(config, sizes))
+    out = Path(config.output_dir)
     print((out / "results.md").read_text())
-    print(f"{len(records)} of {total} runs finished; "
+    print(f"{len(records)} of {len(cells(config, sizes))} runs finished; "
           f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
     print(work_left(config, sizes))

@@ -159,8 +159,10 @@ def rescore_agreement(config: ExperimentConfig,
              rescored, current, missing)
 
 
-def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) -> Path:
-    """Run every missing run, then write the results files; returns the results folder.
+def run_experiment(config: ExperimentConfig,
+                   stop_by: datetime | None = None) -> list[dict[str, Any]]:
+    """Run every missing run, then write the results files; returns the finished runs'
+    records (the tables' rows).
     Every finished run is checked before anything is written. With ``stop_by``, a run not
     expected to finish by then is left for later (:func:`fits_before`)."""
     sizes = all_sizes(config)
@@ -189,8 +191,7 @@ def run_experiment(config: ExperimentConfig, stop_by: datetime | None = None) ->
                                                      wait=False)]
     for cell in waiting:
         try_cell(config, cell, sizes, prints, stop_by, wait=True)
-    write_report(config, sizes)
-    return out
+    return write_report(config, sizes)
 
 
 def try_cell(config: ExperimentConfig, cell: Cell, sizes: dict[str, dict[str, dict[str, Any]]],

@@ -153,8 +153,8 @@ def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any
     stages = {key for key in needed if stage_record(config, *key) is None}  # one read each
     if not left:
         return "nothing left to run"
-    times = [typical_seconds(config, cell, sizes[cell.task][cell.subset]) for cell in left]
-    times += [typical_stage_seconds(config, stage) for stage, _ in stages]
+    run_times = [typical_seconds(config, cell, sizes[cell.task][cell.subset]) for cell in left]
+    times = run_times + [typical_stage_seconds(config, stage) for stage, _ in stages]
     timed = [seconds for seconds in times if seconds is not None]
     summary = f"left: {counted(len(left), 'run')} and {counted(len(stages), 'stage')}"
     if timed:
@@ -163,7 +163,7 @@ def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any
     if len(timed) < len(times):
         summary += f"; {len(times) - len(timed)} like no finished run yet (not timed)"
     parts: dict[tuple[str, str, str], list[float | None]] = {}  # for the workers' queues
-    for cell, seconds in zip(left, times, strict=False):  # times end with the stages'
+    for cell, seconds in zip(left, run_times, strict=True):
         parts.setdefault((cell.arm, cell.task, cell.subset), []).append(seconds)
     arms, tasks = list(config.arms), list(grid_tasks(config))
     for part in sorted(parts, key=lambda p: (arms.index(p[0]), tasks.index(p[1]))):
