@@ -116,5 +116,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main() -> None:
     bench_main(__doc__, add_arguments, run)
 
+
 if __name__ == "__main__":
     main()
