@@ -719,7 +719,7 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     from mtdnn.experiment import load_experiment, run_experiment, runner
     from mtdnn.experiment.config import arm_train_keys
     from mtdnn.experiment.grid import Cell, all_sizes
-    from mtdnn.experiment.schedule import typical_seconds, work_left
+    from mtdnn.experiment.schedule import finished_runs, typical_seconds, work_left
 
     train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
     train.write_text('{"uid": "a", "sentence1": "x", "sentence2": "y", "label": "entailment"}\n')
@@ -748,6 +748,11 @@ def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
     record("other", 5, 10.0, {**keys, "epochs": 9})  # other training keys: not like it
     entry = {"file": str(train), "size": 1, "available": True}
     assert typical_seconds(config, Cell("plain", "rte", "full", 3), entry) == 3500.0
+    # work_left scans the records once and times every cell from that one scan
+    finished = finished_runs(config)
+    assert sorted(run.seconds for run in finished) == [10.0, 3000.0, 4000.0]
+    slow = [run for run in finished if run.seconds == 4000.0]
+    assert typical_seconds(config, Cell("plain", "rte", "full", 3), entry, slow) == 4000.0
     # keys no finished run had: the slowest run on the same file stands in
     other_keys = load_experiment(None, [*overrides, "train={epochs: 2}"])
     assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), entry) == 4000.0

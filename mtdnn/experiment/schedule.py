@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,44 +56,63 @@ def parse_stop_by(text: str, now: datetime | None = None) -> datetime:
     return at if at.tzinfo else at.astimezone()
 
 
-def typical_seconds(config: ExperimentConfig, cell: Cell, entry: dict[str, Any]) -> float | None:
-    """How long a run like ``cell`` takes: the median wall time of the finished runs with
-    its task, training file and training keys (any arm name, seed or start weights), in
-    this experiment's folders and ``reuse_from``'s. Before one has finished: its expected
-    number of steps times the median time per step of the finished runs with its keys on
-    other files, scaled by the bytes per example of the two files (a stand-in for their
-    lengths in tokens: on 2026-11-25 an MNLI step took 0.63 of an RTE step, and its rows
-    0.63 of the bytes). Before any run with its keys has: the slowest finished run on its
-    training file (any keys). None before any of these."""
-    keys = arm_train_keys(config, cell.arm)
-    train_file = entry["file"] if cell.task != MULTITASK else None
-    alike, same_file, per_step = {}, {}, {}
+@dataclass(frozen=True)
+class FinishedRun:
+    """What a finished run's record says about how long a run takes."""
+
+    task: str | None
+    train_file: str | None
+    keys: dict[str, Any]  # its training keys, without the cosmetic ones
+    seconds: float  # its whole wall time (:func:`whole_wall_seconds`)
+    seconds_per_step_byte: float | None  # per step and byte per example of its file
+
+
+def finished_runs(config: ExperimentConfig) -> list[FinishedRun]:
+    """The timed runs in this experiment's folders and ``reuse_from``'s, each once: a
+    reused record is a copy of its source. Read afresh on each call, as other workers finish
+    runs."""
+    found: dict[tuple[Any, ...], FinishedRun] = {}
     for root in {Path(r) for r in (config.output_dir, config.publish_dir, *config.reuse_from)
                  if r}:
         for path in root.glob(f"*/*/*/*/{RECORD}"):
             record = read_json(path)
             if not record.get("wall_seconds"):
                 continue
-            record_keys = without_cosmetic(record.get("train_keys") or {})
-            # a reused record is a copy of its source: the same run counts once
-            run = (json.dumps(record_keys, sort_keys=True), record.get("train_file"),
-                   record.get("seed"), record.get("stage_seed"), record.get("start_fingerprint"))
+            keys = without_cosmetic(record.get("train_keys") or {})
             seconds = whole_wall_seconds(record)
-            if record_keys == keys and record.get("steps") and (
-                    width := bytes_per_example(record.get("train_file"), record.get("train_size"))):
-                per_step[run] = seconds / record["steps"] / width
-            if record.get("task") != cell.task or record.get("train_file") != train_file:
-                continue
-            same_file[run] = seconds
-            if record_keys == keys:
-                alike[run] = seconds
+            width = bytes_per_example(record.get("train_file"), record.get("train_size"))
+            run = (json.dumps(keys, sort_keys=True), record.get("train_file"),
+                   record.get("seed"), record.get("stage_seed"), record.get("start_fingerprint"))
+            found[run] = FinishedRun(
+                record.get("task"), record.get("train_file"), keys, seconds,
+                seconds / record["steps"] / width if record.get("steps") and width else None)
+    return list(found.values())
+
+
+def typical_seconds(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+                    finished: list[FinishedRun] | None = None) -> float | None:
+    """How long a run like ``cell`` takes: the median wall time of the ``finished`` runs
+    (default: :func:`finished_runs`) with its task, training file and training keys (any arm
+    name, seed or start weights). Before one has finished: its expected number of steps
+    times the median time per step of the finished runs with its keys on other files,
+    scaled by the bytes per example of the two files (a stand-in for their lengths in
+    tokens: on 2026-11-25 an MNLI step took 0.63 of an RTE step, and its rows 0.63 of the
+    bytes). Before any run with its keys has: the slowest finished run on its training file
+    (any keys). None before any of these."""
+    finished = finished_runs(config) if finished is None else finished
+    keys = arm_train_keys(config, cell.arm)
+    train_file = entry["file"] if cell.task != MULTITASK else None
+    same_file = [run for run in finished
+                 if run.task == cell.task and run.train_file == train_file]
+    alike = [run.seconds for run in same_file if run.keys == keys]
     if alike:
-        return float(np.median(list(alike.values())))
+        return float(np.median(alike))
+    per_step = [run.seconds_per_step_byte for run in finished
+                if run.keys == keys and run.seconds_per_step_byte is not None]
     width = bytes_per_example(train_file, entry["size"])
     if cell.task != MULTITASK and width and per_step:
-        return (expected_steps(keys, entry["size"]) * width
-                * float(np.median(list(per_step.values()))))
-    return max(same_file.values()) if same_file else None
+        return expected_steps(keys, entry["size"]) * width * float(np.median(per_step))
+    return max(run.seconds for run in same_file) if same_file else None
 
 
 def whole_wall_seconds(record: dict[str, Any]) -> float:
@@ -153,7 +173,9 @@ def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any
     stages = {key for key in needed if stage_record(config, *key) is None}  # one read each
     if not left:
         return "nothing left to run"
-    run_times = [typical_seconds(config, cell, sizes[cell.task][cell.subset]) for cell in left]
+    finished = finished_runs(config)  # one scan for the whole grid
+    run_times = [typical_seconds(config, cell, sizes[cell.task][cell.subset], finished)
+                 for cell in left]
     times = run_times + [typical_stage_seconds(config, stage) for stage, _ in stages]
     timed = [seconds for seconds in times if seconds is not None]
     summary = f"left: {counted(len(left), 'run')} and {counted(len(stages), 'stage')}"
