@@ -309,7 +309,7 @@ def sign_pattern_table(paper: dict[str, dict[str, float]], pairs: list[tuple[str
     lines = ["", "Sign pattern against the paper (the paper's difference → ours, Welch's p "
                  "as in the differences; "
                  "✓ the same sign, ✗ the opposite):", "", *table_head(labels, first="pair")]
-    same = total = significant = 0
+    same = signed = total = significant = significant_same = 0
     for later, earlier in shown:
         cells = []
         for label in labels:
@@ -324,16 +324,21 @@ def sign_pattern_table(paper: dict[str, dict[str, float]], pairs: list[tuple[str
             if a and b:
                 gap, p, over = welch(a, b)
                 ours = described(gap, p, over)
-                total += 1
-                if np.sign(gap) == np.sign(theirs) and theirs != 0:
+                total, signed = total + 1, signed + (theirs != 0)
+                agrees = theirs != 0 and np.sign(gap) == np.sign(theirs)
+                if agrees:
                     same, mark = same + 1, " ✓"
                 elif theirs != 0 and gap != 0:
                     mark = " ✗"
-                significant += p is not None and p < 0.05
+                if p is not None and p < 0.05:
+                    significant, significant_same = significant + 1, significant_same + agrees
             cells.append(f"{theirs:+.1f} → {ours}{mark}")
         lines.append(f"| {later} − {earlier} | " + " | ".join(cells) + " |")
-    lines += ["", f"The same sign as the paper in {same} of {total} comparisons run; "
-                  f"{significant} of the {total} have p < 0.05."]
+    # a difference the paper rounds to zero has no sign to match: counted apart
+    unsigned = f" ({total - signed} more where the paper's is 0.0)" if signed < total else ""
+    lines += ["", f"The same sign as the paper in {same} of {signed} comparisons run{unsigned}; "
+                  f"p < 0.05 in {significant} of the {total}, {significant_same} of them "
+                  f"with the paper's sign."]
     return "\n".join(lines) + "\n"
 
 

@@ -507,8 +507,18 @@ def test_the_papers_sign_pattern_beside_ours() -> None:
     row = lines[[i for i, line in enumerate(lines) if line.startswith("| smart − plain")][0]]
     assert row == (f"| smart − plain | +7.7 → +4.0 (p = {p:.3f}) ✓ | "
                    f"+2.3 → -0.3 (p = {q:.3f}) ✗ |")
-    assert lines[-1] == "The same sign as the paper in 1 of 2 comparisons run; 1 of the 2 " \
-                        "have p < 0.05."
+    assert lines[-1] == "The same sign as the paper in 1 of 2 comparisons run; p < 0.05 in " \
+                        "1 of the 2, 1 of them with the paper's sign."
+    # a difference the paper has as 0.0 has no sign: shown, and counted apart
+    flat = {**paper, "flat": dict(paper["plain"])}
+    rows += [{**row, "arm": "flat"} for row in rows if row["arm"] == "smart"]
+    lines = sign_pattern_table(flat, [("smart", "plain"), ("flat", "plain")], columns,
+                               rows).splitlines()
+    row = lines[[i for i, line in enumerate(lines) if line.startswith("| flat − plain")][0]]
+    assert row == f"| flat − plain | +0.0 → +4.0 (p = {p:.3f}) | +0.0 → -0.3 (p = {q:.3f}) |"
+    assert lines[-1] == "The same sign as the paper in 1 of 2 comparisons run (2 more where " \
+                        "the paper's is 0.0); p < 0.05 in 2 of the 4, 1 of them with the " \
+                        "paper's sign."
     # a pair the paper does not have is left out
     assert sign_pattern_table(paper, [("other", "plain")], columns, rows) == ""
 
