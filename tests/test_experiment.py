@@ -564,9 +564,16 @@ def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
     cell.mkdir()
     (cell / ".claim").write_text(dead)
     with claimed(cell) as taken:
-        assert taken and (cell / ".claim").read_text() == str(os.getpid())
+        assert taken and (cell / ".claim").read_text().split()[0] == str(os.getpid())
         (cell / "log.txt").write_text("a started run")
     assert (cell / "log.txt").is_file() and not (cell / ".claim").exists()
+    # a claim made before the machine last started: its pid (here a live one) is stale
+    (cell / ".claim").write_text(f"{os.getpid()} a-boot-before-this-one")
+    with claimed(cell) as taken:
+        assert taken
+    (cell / ".claim").write_text(str(os.getpid()))  # a claim without a boot id: by pid
+    with claimed(cell) as taken:
+        assert not taken
 
 
 def test_a_stage_another_worker_trains_is_waited_for_or_left(
