@@ -308,7 +308,7 @@ def claimed(folder: Path) -> Iterator[bool]:
             continue  # another worker removed the empty folder meanwhile
         except FileExistsError:
             if not _claim_is_live(claim.read_text()):
-                claim.unlink(missing_ok=True)  # its worker died: take it over
+                claim.unlink(missing_ok=True)  # its worker is gone: take it over
                 continue
             yield False
             return
