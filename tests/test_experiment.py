@@ -243,6 +243,11 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     out = tmp_path / "runs"
     assert sorted(p.parent.name for p in out.glob("stages/mt/seed*/result.json")) == \
         ["seed1", "seed2"]
+    # a stage whose weights are gone (a session's end) is planned for again, timed
+    (out / "stages/mt/seed2/last").rename(out / "stages/mt/seed2/gone")
+    assert "left: 4 runs and 0 stages (and 1 to re-train: trained, weights not on this " \
+        "machine); 1 of them like finished runs" in experiment(path, "--report-only").stdout
+    (out / "stages/mt/seed2/gone").rename(out / "stages/mt/seed2/last")
     assert not (out / "plain").exists() and not (out / "mt").exists()
     trained = yaml.safe_load((out / "stages/mt/seed1/config.yaml").read_text())
     # the stage's cosmetic keys reach its training (resumable saves, no progress bar) and

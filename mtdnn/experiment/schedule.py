@@ -163,7 +163,8 @@ def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any
     """What is left of the grid and about how long one worker takes for it, judged as
     --stop-by judges (:func:`typical_seconds`), in all and per arm, task and subset: for
     planning sessions. A run that ``reuse_from`` already holds takes no time; a stage not
-    yet trained is counted once."""
+    yet trained is counted once, and so is one trained before whose weights are not on this
+    machine (a session's end may take them), which its runs must re-train."""
     prints = start_fingerprints(config, running=False)
     left = [cell for cell in cells(config, sizes) if find_record(config, cell.folder) is None
             and not ((cell.arm, cell.stage_seed) in prints and reusable_record(
@@ -171,14 +172,17 @@ def work_left(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any
     needed = {(stage, cell.stage_seed) for cell in left
               if (stage := stage_of(config, cell.arm)) is not None}
     stages = {key for key in needed if stage_record(config, *key) is None}  # one read each
+    retrain = {key for key in needed - stages if not stage_trained(stage_folder(config, *key))}
     if not left:
         return "nothing left to run"
     finished = finished_runs(config)  # one scan for the whole grid
     run_times = [typical_seconds(config, cell, sizes[cell.task][cell.subset], finished)
                  for cell in left]
-    times = run_times + [typical_stage_seconds(config, stage) for stage, _ in stages]
+    times = run_times + [typical_stage_seconds(config, stage) for stage, _ in stages | retrain]
     timed = [seconds for seconds in times if seconds is not None]
     summary = f"left: {counted(len(left), 'run')} and {counted(len(stages), 'stage')}"
+    if retrain:
+        summary += f" (and {len(retrain)} to re-train: trained, weights not on this machine)"
     if timed:
         summary += (f"; {len(timed)} of them like finished runs, about "
                     f"{sum(timed) / 3600:.1f} worker-hours")
