@@ -33,7 +33,7 @@ import yaml
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from mtdnn import __version__
+from mtdnn._version import __version__
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, atomic_write_text, sha256_of
 from mtdnn.schema import to_dict

@@ -122,6 +122,13 @@ class SmartConfig:
     teacher_beta_late: float = field(default=0.999, metadata=_ratio())
     teacher_early_fraction: float = field(default=0.1, metadata=_ratio())
     teacher_update_every: int = field(default=1, metadata=_positive("teacher_update_every"))
+    # How β moves over the run (mtdnn.smart.teacher_beta). paper: the two β above, as
+    # written; ramp: capped by Mean Teacher's running mean, so the start weights drop out
+    # at the first update; scaled: the ramp, then the β whose lag 1/(1 - β) is
+    # teacher_lag_fraction of the run's updates (the paper's share on its long runs: 3%)
+    teacher_schedule: Literal["paper", "ramp", "scaled"] = "paper"
+    teacher_lag_fraction: float = field(default=0.03, metadata={
+        "check": (lambda v: 0 < v <= 1, "0 < fraction <= 1")})
 
     @property
     def eta(self) -> float:

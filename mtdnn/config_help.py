@@ -78,6 +78,10 @@ MEANINGS = {
     "smart.teacher_beta_late": "the mean teacher's EMA β after the early fraction",
     "smart.teacher_early_fraction": "fraction of the steps that use the early β",
     "smart.teacher_update_every": "update the teacher every N steps",
+    "smart.teacher_schedule": "paper (β as written), ramp (Mean Teacher's running mean "
+                              "first) or scaled (ramp, then a lag of a fraction of the run)",
+    "smart.teacher_lag_fraction": "scaled schedule: the teacher's lag 1/(1-β) as a fraction "
+                                  "of the run's updates",
 }
 
 

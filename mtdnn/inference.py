@@ -73,9 +73,23 @@ def evaluate_split(model: MultiTaskModel, split: TaskSplit, collator: Collator,
                    amp_dtype: torch.dtype | None = None) -> dict[str, float]:
     """The task's metrics on a labelled split."""
     predicted = predict_split(model, split, collator, batch_size, device, amp_dtype)
+    return split_metrics(split, predicted)
+
+
+def split_metrics(split: TaskSplit, predicted: np.ndarray) -> dict[str, float]:
+    """The task's metrics of ``predicted`` (from :func:`predict_split`) on a labelled split."""
     decided = split.task.task_type.decide(predicted)
     labels = np.asarray(split.dataset["labels"])
     return compute_metrics(split.task.metrics, decided, labels)
+
+
+def mean_entropy(predicted: np.ndarray) -> float | None:
+    """Mean entropy (nats) of predicted class distributions ``[n, labels]``; ``None`` for
+    scores. ln(labels) is a uniform guess: near it, the model barely commits."""
+    if predicted.ndim != 2 or len(predicted) == 0:
+        return None
+    probs = np.clip(predicted.astype(np.float64), 1e-12, 1.0)
+    return float(-(probs * np.log(probs)).sum(axis=1).mean())
 
 
 def ensemble(predictions: list[np.ndarray]) -> np.ndarray:

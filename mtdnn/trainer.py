@@ -52,7 +52,8 @@ from mtdnn.distributed import Distributed, init_distributed, shutdown
 from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
-from mtdnn.inference import evaluate_split
+from mtdnn._version import code_version
+from mtdnn.inference import mean_entropy, predict_split, split_metrics
 from mtdnn.objective import batch_loss
 from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.precision import AMP_DTYPES, autocast_context, machine_description
@@ -197,7 +198,8 @@ class TrainingRecipe:
             self.teacher = MeanTeacher(
                 self.model, self.total_steps // smart.teacher_update_every,
                 smart.teacher_beta_early, smart.teacher_beta_late,
-                smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared")
+                smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared",
+                schedule=smart.teacher_schedule, lag_fraction=smart.teacher_lag_fraction)
 
     def _setup_state(self) -> None:
         self.state = RunState(sampler_state=self.sampler.state_dict())
@@ -375,15 +377,27 @@ class TrainingRecipe:
             self.writer.add_scalar(f"train/{key}", value, step)
             task, name = key.split("/")
             by_task.setdefault(task, {})[name] = value
+        teacher = {}
+        if self.teacher is not None:
+            teacher = {"teacher_start_share": self.teacher.start_share}
+            self.writer.add_scalar("train/teacher_start_share", self.teacher.start_share, step)
         for task in sorted(by_task):
             self.record({"kind": "train", "step": step, "epoch": state.epoch, "task": task,
-                         "lr": lr, "adv_skipped": adv_skipped, **by_task[task]})
+                         "lr": lr, "adv_skipped": adv_skipped, **teacher, **by_task[task]})
 
-    def evaluate(self) -> dict[str, dict[str, float]]:
-        """Every task's dev metrics (rank 0)."""
-        return {task: evaluate_split(self.model, data.dev, data.collator,
-                                     self.config.eval_batch_size, self.device, self.amp_dtype)
-                for task, data in self.data.items() if data.dev is not None}
+    def evaluate(self) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+        """Every task's dev metrics, and the mean entropy of its dev predictions
+        (classification tasks; rank 0)."""
+        metrics, entropy = {}, {}
+        for task, data in self.data.items():
+            if data.dev is None:
+                continue
+            predicted = predict_split(self.model, data.dev, data.collator,
+                                      self.config.eval_batch_size, self.device, self.amp_dtype)
+            metrics[task] = split_metrics(data.dev, predicted)
+            if (value := mean_entropy(predicted)) is not None:
+                entropy[task] = value
+        return metrics, entropy
 
     def no_progress(self) -> bool:
         """Whether ``early_stopping_patience`` evaluations in a row brought no better
@@ -416,15 +430,17 @@ class TrainingRecipe:
         info: dict[str, Any] = {"step": state.step, "epoch": state.epoch, "metrics": None}
         is_best = False
         if evaluate:
-            metrics = self.evaluate()
+            metrics, entropy = self.evaluate()
             for task, values in metrics.items():
                 for name, value in values.items():
                     self.writer.add_scalar(f"eval/{task}/{name}", value, state.step)
+            for task, value in entropy.items():
+                self.writer.add_scalar(f"eval/{task}/entropy", value, state.step)
             score = score_of(metrics, config.best_metric) if metrics else -state.step
             is_best = score > state.best_score
             state.best_score = max(state.best_score, score)
             entry = {"kind": "eval", "step": state.step, "epoch": state.epoch,
-                     "metrics": metrics, "score": score, "best": is_best}
+                     "metrics": metrics, "entropy": entropy, "score": score, "best": is_best}
             self.record(entry)
             state.evals.append(entry)
             log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
@@ -462,7 +478,10 @@ class TrainingRecipe:
                    "train_seconds": round(seconds, 3),
                    "train_examples_per_s": round(state.train_examples / max(seconds, 1e-9), 2),
                    "resumed_from_step": self.resumed_from_step,
-                   "machine": machine_description()}  # the one that finished the run
+                   "machine": machine_description(),  # the one that finished the run
+                   "code_version": code_version()}
+        if self.teacher is not None:
+            summary["teacher_start_share"] = self.teacher.start_share
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "
                  "excluded%s)", summary["train_examples_per_s"], seconds,
                  f"; resumed at step {self.resumed_from_step}" if self.resumed_from_step else "")

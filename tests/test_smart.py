@@ -14,6 +14,7 @@ from mtdnn.smart import (
     adversarial_loss,
     bregman_loss,
     rng_replayer,
+    scaled_beta,
     squared_error,
     symmetric_kl,
     teacher_beta,
@@ -217,6 +218,60 @@ def test_ema_update_matches_formula_with_beta_switch(tiny_model: MultiTaskModel)
         torch.testing.assert_close(teacher.model.heads["rte"].proj.weight, expected)
     assert betas == [0.99, 0.99, 0.999]
     assert teacher.updates == 3 and not teacher.model.training
+
+
+def test_ramp_makes_the_teacher_the_running_mean_of_the_student(
+        tiny_model: MultiTaskModel) -> None:
+    """Mean Teacher's ramp with β near 1: after t updates the teacher is the mean of the
+    student's weights θ_1 … θ_t, and the start weights are gone (share 0)."""
+    student = copy.deepcopy(tiny_model)
+    teacher = MeanTeacher(student, total_updates=1000, early=0.9999, late=0.9999,
+                          dropout=False, schedule="ramp")
+    generator = torch.Generator().manual_seed(0)
+    seen = []
+    for _ in range(6):
+        with torch.no_grad():
+            for p in student.parameters():
+                p.add_(torch.randn(p.shape, generator=generator))
+        seen.append([p.detach().clone() for p in student.parameters()])
+        teacher.update(student)
+        for i, mine in enumerate(teacher.model.parameters()):
+            mean = torch.stack([weights[i] for weights in seen]).mean(0)
+            torch.testing.assert_close(mine, mean, rtol=1e-5, atol=1e-5)
+    assert teacher.start_share == 0.0
+    # once the ramp passes β, the EMA takes over
+    assert teacher_beta(20000, 100000, 0.9999, 0.9999, schedule="ramp") == 0.9999
+
+
+def test_paper_schedule_keeps_the_start_share_the_issue_measured() -> None:
+    """The paper's β over T updates leaves 0.99^(0.1T)·0.999^(0.9T) of the start weights."""
+    for total, share in ((100, 0.83), (310, 0.55), (1000, 0.15)):
+        teacher = MeanTeacher(torch.nn.Linear(2, 2), total_updates=total, dropout=False)
+        for _ in range(total):
+            teacher.update(teacher.model)
+        assert teacher.start_share == pytest.approx(0.99 ** int(0.1 * total)
+                                                    * 0.999 ** (total - int(0.1 * total)))
+        assert teacher.start_share == pytest.approx(share, abs=0.01)
+
+
+@pytest.mark.parametrize("total", [100, 2000])
+def test_scaled_schedule_gives_the_stated_lag(total: int) -> None:
+    """The scaled β's lag 1/(1 - β) is the stated fraction of the run (3% by default)."""
+    beta = scaled_beta(total)
+    assert 1 / (1 - beta) == pytest.approx(0.03 * total)
+    assert 1 / (1 - scaled_beta(total, 0.1)) == pytest.approx(0.1 * total)
+    late = total // 2
+    assert teacher_beta(late, total, schedule="scaled") == pytest.approx(beta)
+    assert teacher_beta(1, total, schedule="scaled") == 0.0  # the ramp first
+
+
+def test_teacher_share_survives_a_resume(tiny_model: MultiTaskModel) -> None:
+    teacher = MeanTeacher(tiny_model, total_updates=50, dropout=False, schedule="scaled")
+    for _ in range(7):
+        teacher.update(tiny_model)
+    again = MeanTeacher(tiny_model, total_updates=50, dropout=False, schedule="scaled")
+    again.load_state_dict(teacher.state_dict())
+    assert again.start_share == pytest.approx(teacher.start_share)
 
 
 # -- issue 23: ε and η together, where to perturb, the reference ascent, teacher dropout ----

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from mtdnn._version import code_version
 from mtdnn.checkpoint import continue_keys, keep_model_only
 from mtdnn.config import config_from_dict, merged
 from mtdnn.experiment.config import MULTITASK, ExperimentConfig, arm_train_keys, stage_of
@@ -86,11 +87,13 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
         from mtdnn.hf_trainer import run_config
 
         keys = {k: v for k, v in keys.items() if k not in ("resume", "overwrite")}
-        summary = run_config(config_from_dict(keys, source=f"run {folder}"), folder)
+        resolved = config_from_dict(keys, source=f"run {folder}")
+        summary = run_config(resolved, folder)
     else:
         from mtdnn.trainer import train
 
-        summary = train(config_from_dict(keys, source=f"run {folder}"))
+        resolved = config_from_dict(keys, source=f"run {folder}")
+        summary = train(resolved)
     record = {"arm": cell.arm, "task": cell.task, "subset": cell.subset,
               "train_size": entry["size"], "seed": cell.seed,
               **({"stage_seed": cell.stage_seed} if cell.stage_seed is not None else {}),
@@ -101,6 +104,11 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               else None, "precision": summary["precision"], "steps": summary["steps"],
               "metrics": summary["last"]["metrics"], "evaluations": logged_evaluations(folder),
               "smart_terms": logged_smart_terms(folder),
+              # what ran, readable without the preset table of its day
+              "smart_settings": to_dict(resolved.smart) if resolved.smart.enabled else None,
+              "teacher_start_share": summary.get("teacher_start_share"),
+              "dev_entropy": summary["last"].get("entropy"),
+              "code_version": summary.get("code_version") or code_version(),
               "train_examples_per_s": summary["train_examples_per_s"],
               "train_seconds": summary.get("train_seconds"),
               "resumed_from_step": summary.get("resumed_from_step", 0),
