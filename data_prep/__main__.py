@@ -25,7 +25,7 @@ from data_prep.subsets import (
     subset_dir,
 )
 from mtdnn.errors import Interrupted, MtdnnError, add_debug_flag, run_cli
-from mtdnn.files import check_output, read_text
+from mtdnn.files import check_output, read_jsonl
 from mtdnn.task_def import PACKAGED, load_task_defs
 
 DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sources}
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.preset:
         sizes = paper_sizes(args.task)
     elif args.percent:
-        reference = args.reference_size or len(read_text(source).splitlines())
+        reference = args.reference_size or sum(1 for _ in read_jsonl(source))
         sizes = sizes_from_percents(args.percent, reference)
     else:
         sizes = sizes_from_counts(args.count)

@@ -59,20 +59,27 @@ def extract(url: str, into: Path) -> None:
         shutil.rmtree(junk)
 
 
+def text_lines(path: Path) -> list[str]:
+    """The lines of a text file, split on line ends only (U+2028 and friends inside a text
+    are text, as the ``csv`` module and GLUE's readers treat them)."""
+    text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    return [line for line in text.split("\n") if line]
+
+
 def build_mrpc(glue_dir: Path) -> None:
     """GLUE's MRPC train/dev/test tsv files from Microsoft's release and GLUE's dev ids."""
     with tempfile.TemporaryDirectory() as tmp:
         files = {name: fetch(url, Path(tmp) / name) for name, url in MRPC_FILES.items()}
         dev_ids = {tuple(line.split("\t")[:2]) for line in
-                   files["dev_ids"].read_text(encoding="utf-8-sig").splitlines() if line}
-        header, *rows = files["train"].read_text(encoding="utf-8-sig").splitlines()
+                   text_lines(files["dev_ids"]) if line}
+        header, *rows = text_lines(files["train"])
         out = glue_dir / "MRPC"
         out.mkdir(parents=True, exist_ok=True)
         for split, keep_dev in (("train", False), ("dev", True)):
             chosen = [r for r in rows if (tuple(r.split("\t")[1:3]) in dev_ids) == keep_dev]
             (out / f"{split}.tsv").write_text("\n".join([header, *chosen]) + "\n",
                                               encoding="utf-8")
-        _, *test_rows = files["test"].read_text(encoding="utf-8-sig").splitlines()
+        _, *test_rows = text_lines(files["test"])
         test = ["index\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [
             f"{i}\t" + "\t".join(row.split("\t")[1:]) for i, row in enumerate(test_rows)]
         (out / "test.tsv").write_text("\n".join(test) + "\n", encoding="utf-8")

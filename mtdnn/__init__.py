@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mtdnn._version import __version__
+from mtdnn._version import __version__  # noqa: F401 - the package version
+
 __all__ = ["Predictor", "train"]
 
 if TYPE_CHECKING:
@@ -27,7 +28,13 @@ def train(config: TrainConfig | str | dict[str, Any] | None = None, /,
     mappings, merged: ``optimizer={"lr": 3e-5}``; ``tasks`` replaces the file's tasks, as
     ``tasks=[...]`` does on the command line), validated as the command line's are.
     """
-    from mtdnn.config import TrainConfig, config_from_dict, load_mapping, merged
+    from mtdnn.config import (
+        TrainConfig,
+        config_from_dict,
+        load_mapping,
+        merged,
+        warn_inert_preset,
+    )
     from mtdnn.schema import to_dict
     from mtdnn.trainer import train as run
 
@@ -40,7 +47,8 @@ def train(config: TrainConfig | str | dict[str, Any] | None = None, /,
     laid = merged(base, {k: v for k, v in keys.items() if k != "tasks"})
     if "tasks" in keys:
         laid["tasks"] = keys["tasks"]
-    built = config_from_dict(laid, source=config if isinstance(config, str) else None)
+    source = config if isinstance(config, str) else None
+    built = warn_inert_preset(config_from_dict(laid, source=source))
     return run(built)
 
 

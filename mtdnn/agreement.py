@@ -68,12 +68,20 @@ def load_chaosnli(path: Path) -> dict[str, dict[str, Any]]:
     for line, row in read_jsonl(path):
         try:
             example, old = row["example"], row["old_labels"]
+            premise, hypothesis = example["premise"], example["hypothesis"]
             human = np.asarray(row["label_dist"], dtype=float)
-        except (KeyError, TypeError):
-            raise MtdnnError("not a ChaosNLI row (example, old_labels, label_dist)",
-                             file=path, line=line, allowed="ChaosNLI v1.0 jsonl") from None
+        except (KeyError, TypeError, ValueError):
+            raise MtdnnError("not a ChaosNLI SNLI/MNLI row (example.premise, "
+                             "example.hypothesis, old_labels, label_dist)", file=path,
+                             line=line, allowed="chaosNLI_snli.jsonl or chaosNLI_mnli_m.jsonl "
+                                                "of ChaosNLI v1.0 (not its αNLI part)") from None
+        if human.shape != (len(LABELS),) or not np.isfinite(human).all() or human.sum() <= 0:
+            raise MtdnnError(f"label_dist {row['label_dist']!r} is not a distribution over "
+                             f"{len(LABELS)} NLI labels", file=path, line=line,
+                             allowed="ChaosNLI's SNLI or MNLI part (entailment, neutral, "
+                                     "contradiction)")
         five = np.array([sum(label == name for label in old) for name in LABELS], float)
-        pairs[pair_key(example["premise"], example["hypothesis"])] = {
+        pairs[pair_key(premise, hypothesis)] = {
             "level": agreement_level(old), "human": human / human.sum(),
             "five": five / max(five.sum(), 1.0)}
     return pairs
@@ -288,8 +296,41 @@ def plot(results: Breakdowns, path: Path, spread: Breakdowns | None = None) -> N
     _save(fig, path, rect=(0, 0.08, 1, 1))
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    return [row for _, row in read_jsonl(path)]
+def read_rows(path: Path, fields: tuple[str, ...] = ("uid", "premise", "hypothesis"),
+              what: str = "a canonical SNLI/MNLI file (data_prep's output)",
+              key: str | None = None) -> list[dict[str, Any]]:
+    """The rows of a JSONL file, each with ``fields`` (an error names the first without)."""
+    rows = []
+    for line, row in read_jsonl(path):
+        missing = [name for name in fields if not isinstance(row, dict) or name not in row]
+        if missing:
+            found = ", ".join(row) if isinstance(row, dict) else type(row).__name__
+            raise MtdnnError(f"the row has no '{missing[0]}' (it has: {found})", file=path,
+                             line=line, key=key, allowed=what)
+        rows.append(row)
+    return rows
+
+
+def read_predictions(path: Path) -> list[dict[str, Any]]:
+    """predict.py's output for a three-label NLI task."""
+    rows = read_rows(path, ("uid", "prediction", "probabilities"),
+                     "predict.py's output for an SNLI/MNLI-style task", key="--predictions")
+    for line, row in enumerate(rows, start=1):
+        probabilities = row["probabilities"]
+        if not isinstance(probabilities, dict) or set(probabilities) != set(LABELS):
+            names = list(probabilities) if isinstance(probabilities, dict) else probabilities
+            raise MtdnnError(f"probabilities over {names}, not the three NLI labels",
+                             file=path, line=line, key="--predictions",
+                             allowed=f"predictions of a task labelled {', '.join(LABELS)} "
+                                     "(SNLI, MNLI)")
+    return rows
+
+
+def json_safe(results: dict[str, dict[str, dict[str, float]]]) -> dict:
+    """Undefined means (NaN) as null: JSON has no NaN."""
+    return {model: {level: {name: None if isinstance(v, float) and math.isnan(v) else v
+                            for name, v in values.items()} for level, values in levels.items()}
+            for model, levels in results.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -304,6 +345,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="predict.py outputs of the whole dev file, one per model")
     report.add_argument("--out", type=Path, required=True,
                         help="writes <out>.md, <out>.json and <out>.png")
+    report.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier report at --out (never an input)")
     for name, text in (("exclude", "drop ChaosNLI's pairs from a file"),
                        ("select", "keep only ChaosNLI's pairs of a file")):
         command = commands.add_parser(name, help=text)
@@ -311,9 +354,9 @@ def main(argv: list[str] | None = None) -> None:
         command.add_argument("--input", type=Path, required=True, help="canonical JSONL")
         command.add_argument("--output", type=Path, required=True, help="canonical JSONL")
     args = parser.parse_args(argv)
-    chaos = load_chaosnli(args.chaosnli)
     if args.command in ("exclude", "select"):
         check_output(args.output, [args.input, args.chaosnli], key="--output", overwrite=False)
+        chaos = load_chaosnli(args.chaosnli)
         rows = read_rows(args.input)
         keep = args.command == "select"
         kept = [r for r in rows if (pair_key(r["premise"], r["hypothesis"]) in chaos) == keep]
@@ -322,19 +365,26 @@ def main(argv: list[str] | None = None) -> None:
         print(f"kept {len(kept):,} of {len(rows):,} rows ({len(rows) - len(kept):,} "
               f"{'other' if keep else 'ChaosNLI'} pairs removed): {args.output}")
         return
-    dev = read_rows(args.dev)
-    results = {}
+    models = {}
     for spec in args.predictions:
         name, sep, file = spec.partition("=")
-        if not sep:
+        if not sep or not name or not file:
             raise MtdnnError(f"{spec!r} is not NAME=FILE", key="--predictions",
                              allowed="e.g. mt-dnn=runs/mt/snli_dev.jsonl")
-        results[name] = breakdown(dev, read_rows(Path(file)), chaos)
+        models[name] = Path(file)
+    inputs = [args.chaosnli, args.dev, *models.values()]
+    outputs = [args.out.with_suffix(suffix) for suffix in (".md", ".json", ".png")]
+    for output in outputs:
+        check_output(output, inputs, key="--out", overwrite=args.overwrite)
+    chaos = load_chaosnli(args.chaosnli)
+    dev = read_rows(args.dev, key="--dev")
+    results = {name: breakdown(dev, read_predictions(file), chaos)
+               for name, file in models.items()}
     results[REFERENCE] = uniform_breakdown(dev, chaos)
     text = table(results)
-    atomic_write_text(args.out.with_suffix(".md"), text)
-    atomic_write_json(args.out.with_suffix(".json"), results)
-    plot(results, args.out.with_suffix(".png"))
+    atomic_write_text(outputs[0], text)
+    atomic_write_json(outputs[1], json_safe(results))
+    plot(results, outputs[2])
     print(text)
 
 

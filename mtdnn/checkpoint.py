@@ -108,6 +108,20 @@ def check_checkpoint(path: Path) -> None:
                          allowed=f"a folder holding {', '.join(REQUIRED)}")
 
 
+def read_info(path: Path) -> dict[str, Any]:
+    """A checkpoint's ``checkpoint.json`` (step, epoch, dev metrics, version)."""
+    check_checkpoint(path)
+    try:
+        info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MtdnnError(f"cannot read it: {error}", file=path / INFO_FILE,
+                         allowed="a checkpoint written whole by train.py") from None
+    if not isinstance(info, dict):
+        raise MtdnnError(f"holds {type(info).__name__}, not a mapping", file=path / INFO_FILE,
+                         allowed="a checkpoint written whole by train.py")
+    return info
+
+
 def weights_fingerprint(path: Path) -> str:
     """sha256 over a checkpoint's encoder and head weights: the same for two folders that
     hold the same model, whatever their names or save times."""
@@ -228,6 +242,20 @@ def training_state(state: RunState, optimizer: torch.optim.Optimizer, scheduler:
         "scaler": scaler.state_dict(),
         "rng": rng_state(),
     }
+
+
+# What a checkpoint's config.yaml gives prediction when a key is absent (the run
+# config's defaults).
+PREDICTION_DEFAULTS = {"max_seq_len": 128, "eval_batch_size": 128}
+
+
+def saved_run_config(path: Path) -> dict[str, Any]:
+    """The run config saved in checkpoint ``path``, with the keys prediction reads filled
+    in from the defaults where an older checkpoint lacks them."""
+    from mtdnn.schema import load_yaml
+
+    saved = load_yaml(path / "config.yaml") if (path / "config.yaml").is_file() else None
+    return {**PREDICTION_DEFAULTS, **(saved if isinstance(saved, dict) else {})}
 
 
 def restore_training_state(path: Path, optimizer: torch.optim.Optimizer, scheduler: Any,

@@ -110,8 +110,9 @@ def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: A
     for name, task in tasks.items():
         columns = config.tasks[name].columns
         train_source, dev_source = config.task_files(name)
-        train_path = canonical_path(train_source, task, columns, cache)
-        dev_path = dev_source and canonical_path(dev_source, task, columns, cache)
+        train_path = canonical_path(train_source, task, columns, cache, require_labels=True)
+        dev_path = dev_source and canonical_path(dev_source, task, columns, cache,
+                                                 require_labels=True)
         train = load_split(train_path, task, tokenizer, config.max_seq_len, cache)
         dev = load_split(dev_path, task, tokenizer, config.max_seq_len, cache) if dev_path else None
         dtype = getattr(torch, task.task_type.target_dtype)

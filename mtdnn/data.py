@@ -27,8 +27,8 @@ import torch
 
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, read_jsonl, sha256_of
+from mtdnn.rows import Origin, validate_row
 from mtdnn.task_def import TaskDef
-from mtdnn.task_types import LabelError
 
 log = logging.getLogger(__name__)
 CACHE_FORMAT = 3  # bump when the cached columns change
@@ -50,14 +50,6 @@ class TaskSplit:
     @property
     def has_labels(self) -> bool:
         return "labels" in self.dataset.column_names
-
-
-def _label_value(task: TaskDef, value: Any, path: Path, line: int) -> int | float:
-    try:
-        return task.task_type.labels.parse(value, task.labels)
-    except LabelError as error:
-        raise MtdnnError(f"task '{task.name}': {error.problem}", file=path, line=line,
-                         allowed=error.allowed) from None
 
 
 def _read_columns_fast(path: Path, task: TaskDef, require_labels: bool
@@ -101,19 +93,12 @@ def read_examples(path: Path, task: TaskDef, require_labels: bool) -> dict[str, 
         return fast
     columns: dict[str, list] = {"uid": [], **{name: [] for name in task.inputs}, "labels": []}
     for line, obj in read_jsonl(path):
+        label = validate_row(task, obj, Origin(str(path), line=line), require_labels)
         for name in task.inputs:
-            text = obj.get(name)
-            if not isinstance(text, str) or not text.strip():
-                raise MtdnnError(f"task '{task.name}': field '{name}' is missing or empty",
-                                 file=path, line=line,
-                                 allowed=f"objects with non-empty {', '.join(task.inputs)}")
-            columns[name].append(text)
+            columns[name].append(obj[name])
         columns["uid"].append(str(obj.get("uid", f"{path.stem}-{line}")))
-        if "label" in obj and obj["label"] is not None:
-            columns["labels"].append(_label_value(task, obj["label"], path, line))
-        elif require_labels:
-            raise MtdnnError(f"task '{task.name}': example has no label", file=path, line=line,
-                             allowed="a 'label' on every training and dev example")
+        if label is not None:
+            columns["labels"].append(label)
     if not columns["uid"]:
         raise MtdnnError(f"task '{task.name}': the file has no examples", file=path,
                          allowed="a JSONL file with at least one example")

@@ -132,14 +132,12 @@ NLI_CAVEAT = ("all-MiniLM-L6-v2 was contrastively trained on data that includes 
 def model_card(checkpoint: Path) -> str:
     """A model card from what the checkpoint records: its tasks, the dev metrics at the
     step it was saved, the data it was trained on and the encoder it started from."""
-    import json
-
-    from mtdnn.checkpoint import load_checkpoint_tasks
+    from mtdnn.checkpoint import load_checkpoint_tasks, read_info
     from mtdnn.config import PACKAGED_ENCODER
     from mtdnn.schema import load_yaml
 
     tasks = load_checkpoint_tasks(checkpoint)
-    info = json.loads((checkpoint / "checkpoint.json").read_text(encoding="utf-8"))
+    info = read_info(checkpoint)
     config = load_yaml(checkpoint / "config.yaml") or {}
     lines = ["---", "library_name: transformers",
              "tags: [mtdnn, multi-task, text-classification]", "---", "",
@@ -180,6 +178,7 @@ def export_all_tasks(checkpoint: Path, out: Path, overwrite: bool = False) -> Pa
 
     check_output(out, [checkpoint], key="--out", overwrite=overwrite, folder=True)
     check_checkpoint(checkpoint)
+    load_model(checkpoint)  # the encoder and every head load whole, as a single-task export's
     card = model_card(checkpoint)
     with atomic_dir(out) as tmp:
         for name in MODEL_FILES:

@@ -16,14 +16,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from mtdnn.checkpoint import load_checkpoint_tasks, load_model
+from mtdnn.checkpoint import load_checkpoint_tasks, load_model, saved_run_config
 from mtdnn.data import Collator, TaskSplit, get_batch, tokenize_file
 from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text, check_output
 from mtdnn.metrics import compute_metrics
 from mtdnn.model import MultiTaskModel
 from mtdnn.precision import AMP_DTYPES, autocast_context, inference_device
-from mtdnn.schema import load_yaml
 from mtdnn.task_def import TaskDef
 
 
@@ -168,6 +167,19 @@ def predict_file(checkpoints: list[Path], task_names: str | list[str], input_pat
                           ) from None
 
 
+def task_groups(tasks: list[TaskDef], by_name: bool = True
+                ) -> dict[tuple[str, ...], list[TaskDef]]:
+    """The tasks grouped by the texts they read, in order of first appearance: each group
+    shares one encoding of the input, and so one encoder pass per batch. Records (and
+    files) name their fields, so tasks reading the same field names share; positional
+    examples (a text, a pair) are read by position, so tasks reading as many texts share.
+    Each group is keyed by its first task's fields."""
+    groups: dict[Any, list[TaskDef]] = {}
+    for task in tasks:
+        groups.setdefault(tuple(task.inputs) if by_name else len(task.inputs), []).append(task)
+    return {tuple(group[0].inputs): group for group in groups.values()}
+
+
 def shared_inputs(tasks: list[TaskDef]) -> None:
     """Several heads read one encoding of the input only if their tasks read the same
     fields."""
@@ -190,15 +202,15 @@ def _predict_file(checkpoints: list[Path], names: list[str], input_path: Path,
     split = None
     started = time.perf_counter()
     for path in checkpoints:
-        saved = load_yaml(path / "config.yaml") or {}
+        saved = saved_run_config(path)
         model, tokenizer = load_model(path)
         model.to(device)
-        split = tokenize_file(input_path, tasks[0], tokenizer, saved.get("max_seq_len", 128))
+        split = tokenize_file(input_path, tasks[0], tokenizer, saved["max_seq_len"])
         collator = Collator(tokenizer.pad_token_id)
         with tqdm(total=len(split), disable=not progress, desc=f"predict {path.name}",
                   unit="ex") as bar:
             predicted = predict_heads(model, split, collator,
-                                      batch_size or saved.get("eval_batch_size", 128),
+                                      batch_size or saved["eval_batch_size"],
                                       device, amp_dtype, on_batch=bar.update, tasks=tasks)
         for name in names:
             outputs[name].append(predicted[name])

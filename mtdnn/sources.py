@@ -9,9 +9,20 @@
 
 Anything but canonical JSONL is converted once into canonical JSONL under the cache folder
 (keyed by the source's content and the column mapping), so the rest of the pipeline (its
-checks, its tokenization cache) reads one format. Labels may be the task's label names or
-their positions (integers, as a ``ClassLabel`` column holds them); a ``ClassLabel`` must
-have as many names as the task has labels. Errors name the source file and row.
+checks, its tokenization cache) reads one format. Every row is validated while it is
+converted (:func:`mtdnn.rows.validate_row`), so an error names the user's file and row (the
+CSV line, the Parquet row, the dataset split and index), never the cached copy.
+
+How files are read:
+
+- CSV follows the spreadsheet conventions: quoted fields may hold commas, quotes and
+  newlines; a UTF-8 byte-order mark (Excel's "CSV UTF-8") is dropped.
+- TSV is read as GLUE writes it: unquoted, one row per line, so a ``"`` inside a text is
+  ordinary data.
+- Labels are matched **by name** where the source carries names (a ``ClassLabel``, or a
+  Parquet file written by ``datasets``): a dataset whose names are in another order than
+  the task's ``labels`` is mapped correctly. Integer positions are used only where there
+  are no names; whole floats (``1.0``, what pandas writes) count as integers.
 """
 
 from __future__ import annotations
@@ -19,16 +30,21 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_write_text, read_text, sha256_of
+from mtdnn.files import atomic_write_text, sha256_of
+from mtdnn.rows import Origin, validate_row
 from mtdnn.task_def import TaskDef
 
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+SOURCES_FORMAT = 2  # bump when a source converts differently
+SOURCE_HINT = ("a .jsonl, .csv, .tsv or .parquet file, or "
+               "{dataset: NAME, config: CONFIG, split: SPLIT}")
 
 
 @dataclass(frozen=True)
@@ -44,114 +60,260 @@ class DatasetSource:
 Source = str | DatasetSource
 
 
+@dataclass
+class SourceRows:
+    """A source opened for reading: its rows with where each came from, the label names it
+    carries (if any), and an identity for the cache key."""
+
+    rows: Iterator[tuple[Origin, dict[str, Any]]]
+    name: str  # what errors call the source
+    identity: str
+    label_names: list[str] | None = None
+    columns: list[str] | None = None  # known before reading rows (Parquet, datasets)
+
+
 def canonical_path(source: Source, task: TaskDef, columns: dict[str, str],
-                   cache_dir: Path) -> Path:
-    """A canonical JSONL file holding ``source``'s examples for ``task``."""
+                   cache_dir: Path, require_labels: bool = False) -> Path:
+    """A canonical JSONL file holding ``source``'s examples for ``task`` (each with a label
+    if ``require_labels``: training and dev data)."""
     if isinstance(source, str) and Path(source).suffix in (".jsonl", ".json") and not columns:
         return Path(source)
-    rows, where, identity = _rows(source)
-    key = hashlib.sha256(json.dumps([identity, sorted(columns.items()), task.inputs,
-                                     task.labels]).encode()).hexdigest()[:20]
+    opened = open_source(source, label_column=columns.get("label", "label"))
+    key = hashlib.sha256(json.dumps([SOURCES_FORMAT, opened.identity, sorted(columns.items()),
+                                     task.inputs, task.labels, require_labels]
+                                    ).encode()).hexdigest()[:20]
     target = cache_dir / "sources" / f"{task.name}-{key}.jsonl"
     if not target.is_file():
         lines = (json.dumps(example, ensure_ascii=False) + "\n"
-                 for example in _canonical(rows, task, columns, where))
+                 for example in canonical_rows(opened, task, columns, require_labels))
         atomic_write_text(target, "".join(lines))
     return target
 
 
-def _rows(source: Source) -> tuple[Iterator[tuple[int, dict[str, Any]]], str, str]:
-    """(row number, row) pairs, what to call the source in errors, and its identity."""
+def open_source(source: Source, label_column: str = "label") -> SourceRows:
+    """Open any supported source; a missing or unreadable one is an error naming it."""
     if isinstance(source, DatasetSource):
-        return _dataset_rows(source)
+        return _dataset_rows(source, label_column)
     path = Path(source)
     if not path.is_file():
-        raise MtdnnError("data file not found", file=path,
-                         allowed="a .jsonl, .csv, .tsv or .parquet file, or "
-                                 "{dataset: NAME, config: CONFIG, split: SPLIT}")
+        raise MtdnnError("data file not found", file=path, allowed=SOURCE_HINT)
     if path.suffix in TABLE_SUFFIXES:
-        reader = csv.DictReader(read_text(path).splitlines(),
-                                delimiter=TABLE_SUFFIXES[path.suffix])
-        rows = ((number, row) for number, row in enumerate(reader, start=2))  # 1: the header
-        return rows, str(path), sha256_of(path)
+        return SourceRows(_table_rows(path), str(path), sha256_of(path))
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-        return enumerate(table.to_pylist(), start=1), str(path), sha256_of(path)
+        return _parquet_rows(path, label_column)
     if path.suffix in (".jsonl", ".json"):
         from mtdnn.files import read_jsonl
 
-        return read_jsonl(path), str(path), sha256_of(path)
-    raise MtdnnError(f"unknown data file type '{path.suffix}'", file=path,
-                     allowed=".jsonl, .csv, .tsv, .parquet, or a Hugging Face dataset "
-                             "{dataset: NAME, config: CONFIG, split: SPLIT}")
+        rows = ((Origin(str(path), line=line), row) for line, row in read_jsonl(path))
+        return SourceRows(rows, str(path), sha256_of(path))
+    raise MtdnnError(f"unknown data file type '{path.suffix}'", file=path, allowed=SOURCE_HINT)
 
 
-def _dataset_rows(source: DatasetSource) -> tuple[Iterator[tuple[int, dict[str, Any]]],
-                                                  str, str]:
+def _table_rows(path: Path) -> Iterator[tuple[Origin, dict[str, Any]]]:
+    """CSV (quoted, as spreadsheets write it) or TSV (unquoted, as GLUE writes it) rows,
+    read with the ``csv`` module from the file itself (never split on line breaks, so
+    U+2028 and friends inside a text stay text)."""
+    tsv = path.suffix == ".tsv"
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle, delimiter=TABLE_SUFFIXES[path.suffix],
+                                quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
+                                strict=not tsv)
+            header = [name.strip() for name in next(reader, [])]
+            if not header or not any(header):
+                raise MtdnnError("the file has no header row", file=path, line=1,
+                                 allowed="a first row naming the columns")
+            repeated = sorted({n for n in header if header.count(n) > 1})
+            if repeated:
+                raise MtdnnError(f"the header names column '{repeated[0]}' twice", file=path,
+                                 line=1, allowed="distinct column names")
+            line = reader.line_num
+            for cells in reader:
+                start, line = line + 1, reader.line_num
+                if not cells or cells == [""]:  # a blank line
+                    continue
+                if len(cells) != len(header):
+                    raise MtdnnError(
+                        f"the row has {len(cells)} fields, the header {len(header)}",
+                        file=path, line=start,
+                        allowed=f"one field per column ({', '.join(header)}); in a TSV, no "
+                                "tab inside a text" if tsv else
+                                f"one field per column ({', '.join(header)}); quote a field "
+                                'that holds a comma, e.g. "a, b"')
+                yield Origin(str(path), line=start), dict(zip(header, cells, strict=True))
+    except UnicodeDecodeError as error:
+        raise MtdnnError(f"not UTF-8 text: byte 0x{error.object[error.start]:02x} at byte "
+                         f"offset {error.start}", file=path,
+                         allowed="UTF-8 text (save it as 'CSV UTF-8')") from None
+    except csv.Error as error:
+        raise MtdnnError(f"cannot read it as CSV: {error}", file=path, line=reader.line_num,
+                         allowed='fields quoted as "a ""quoted"" word", every quote '
+                                 "closed") from None
+
+
+def _parquet_rows(path: Path, label_column: str) -> SourceRows:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as error:
+        raise MtdnnError(f"cannot read this Parquet file: {str(error).splitlines()[0]}",
+                         file=path, allowed="a complete Parquet file (e.g. written by "
+                                            "pandas.DataFrame.to_parquet)") from None
+    rows = ((Origin(str(path), row=number), row)
+            for number, row in enumerate(table.to_pylist(), start=1))
+    return SourceRows(rows, str(path), sha256_of(path),
+                      _parquet_label_names(table.schema.metadata or {}, label_column),
+                      table.column_names)
+
+
+def _parquet_label_names(metadata: dict[bytes, bytes], label_column: str) -> list[str] | None:
+    """The ``ClassLabel`` names a Parquet file written by ``datasets`` keeps in its schema."""
+    try:
+        features = json.loads(metadata[b"huggingface"])["info"]["features"]
+        names = features[label_column]["names"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return [str(name) for name in names] if isinstance(names, list) else None
+
+
+def _dataset_rows(source: DatasetSource, label_column: str) -> SourceRows:
     import datasets
 
     where = f"dataset {source.dataset}" + (f"/{source.config}" if source.config else "") + \
         f" split {source.split}"
+    if Path(source.dataset).is_dir():
+        _check_same_columns(Path(source.dataset), source.split)
     try:
         dataset = datasets.load_dataset(source.dataset, source.config, split=source.split)
-    except (OSError, ValueError, datasets.exceptions.DatasetNotFoundError) as error:
-        # OSError: a missing folder, and a hub name without network (ConnectionError)
-        raise MtdnnError(f"cannot load {where}: {str(error).splitlines()[0]}",
-                         file=source.dataset, key="dataset",
+    except Exception as error:  # noqa: BLE001 - datasets raises many types for a bad source
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        # A missing folder, a hub name without network, files with different columns (a
+        # DatasetGenerationError), a truncated file: one paragraph, not a traceback.
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        cause = error.__cause__ or error.__context__
+        if cause is not None and str(cause):
+            message += f" ({str(cause).splitlines()[0]})"
+        raise MtdnnError(f"cannot load {where}: {message}", file=source.dataset, key="dataset",
                          allowed="a Hugging Face dataset name (needs network unless cached), "
-                                 "or a local folder of data files, with an existing config "
-                                 "and split") from None
-    label = dataset.features.get("label")
+                                 "or a local folder of data files with the same columns, "
+                                 "with an existing config and split") from None
+    label = dataset.features.get(label_column)
     names = getattr(label, "names", None)
-    rows = ((number, {**row, "_label_names": names})
-            for number, row in enumerate(dataset, start=1))
-    return rows, where, dataset._fingerprint
+    rows = ((Origin(where, index=index), row) for index, row in enumerate(dataset))
+    return SourceRows(rows, where, dataset._fingerprint, names, list(dataset.column_names))
 
 
-def _canonical(rows: Iterator[tuple[int, dict[str, Any]]], task: TaskDef,
-               columns: dict[str, str], where: str) -> Iterator[dict[str, Any]]:
+def _columns_of(path: Path) -> list[str] | None:
+    """The column names of a data file in a dataset folder (None: not a table we read)."""
+    try:
+        if path.suffix in TABLE_SUFFIXES:
+            with open(path, encoding="utf-8-sig", newline="") as handle:
+                return [c.strip() for c in next(csv.reader(
+                    handle, delimiter=TABLE_SUFFIXES[path.suffix]), [])]
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001 - an unreadable file is load_dataset's to report
+        return None
+    return None
+
+
+def _check_same_columns(folder: Path, split: str) -> None:
+    """The data files of one split of a local dataset folder share their columns
+    (``datasets`` would stop with a schema error that names neither file). A split's files
+    are those whose name holds the split's name, as ``datasets`` groups them."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and _columns_of(p) is not None)
+    mine = [p for p in files if split.split("[")[0] in p.name] or files
+    seen: tuple[Path, list[str]] | None = None
+    for path in mine:
+        columns = _columns_of(path)
+        if columns is None:
+            continue
+        if seen is not None and columns != seen[1]:
+            raise MtdnnError(f"its columns {columns} differ from those of {seen[0]} "
+                             f"({seen[1]})", file=path, key="dataset",
+                             allowed="data files with the same columns in one dataset folder")
+        seen = seen or (path, columns)
+
+
+def canonical_rows(opened: SourceRows, task: TaskDef, columns: dict[str, str],
+                   require_labels: bool = False) -> Iterator[dict[str, Any]]:
+    """The source's rows as canonical examples of ``task``, each validated (errors name
+    the user's file and row)."""
     unknown = [f for f in columns if f not in ("uid", "label", *task.inputs)]
     if unknown:
-        raise MtdnnError(f"task '{task.name}' has no field '{unknown[0]}'", key="columns",
+        raise MtdnnError(f"task '{task.name}' has no field '{unknown[0]}'",
+                         key=f"columns.{unknown[0]}",
                          allowed=", ".join(("uid", *task.inputs, "label")))
+    if opened.label_names is not None and task.task_type.labels.has_names:
+        _check_names(opened.label_names, task, opened.name, columns.get("label", "label"))
     count = 0
-    for number, row in rows:
-        names = row.pop("_label_names", None)
-        if names is not None and len(names) != len(task.labels):
-            raise MtdnnError(f"its ClassLabel has {len(names)} names {names}, task "
-                             f"'{task.name}' has {len(task.labels)} labels", file=where,
-                             key="label", allowed="a task whose labels match the "
-                                                  "ClassLabel's names by position")
-        example = {"uid": str(row.get(columns.get("uid", "uid")) or f"row{number}")}
+    for origin, row in opened.rows:
+        _check_columns(row, task, columns, origin)
+        example = {"uid": str(row.get(columns.get("uid", "uid")) or origin.default_uid())}
         for field in task.inputs:
-            column = columns.get(field, field)
-            if column not in row:
-                raise MtdnnError(f"no column '{column}' for task '{task.name}' field "
-                                 f"'{field}'", file=where, line=number,
-                                 key=f"columns.{field}",
-                                 allowed=f"its columns: {', '.join(map(str, row))}")
-            example[field] = row[column]
-        label = row.get(columns.get("label", "label"))
-        if label is not None and label != "":
-            example["label"] = _label(label, task)
+            example[field] = row[columns.get(field, field)]
+        label = _label(row.get(columns.get("label", "label")), task, opened.label_names,
+                       origin)
+        if label is not None:
+            example["label"] = label
+        validate_row(task, example, origin, require_labels)
         count += 1
         yield example
     if not count:
-        raise MtdnnError(f"task '{task.name}': the source has no examples", file=where,
+        raise MtdnnError(f"task '{task.name}': the source has no examples", file=opened.name,
                          allowed="at least one example")
 
 
-def _label(value: Any, task: TaskDef) -> Any:
-    """A table cell's label: text from CSV becomes a number where the task reads one (a
-    score, or a position that is not itself a label name)."""
-    if not isinstance(value, str) or value in task.labels:
+def _check_names(names: list[str], task: TaskDef, where: str, column: str) -> None:
+    if sorted(names) != sorted(task.labels):
+        raise MtdnnError(f"its label names {list(names)} are not task '{task.name}''s labels "
+                         f"{list(task.labels)}", file=where, key=column,
+                         allowed="a task whose labels are the same names (in any order), or "
+                                 "a ClassLabel with the task's names")
+
+
+def _check_columns(row: dict[str, Any], task: TaskDef, columns: dict[str, str],
+                   origin: Origin) -> None:
+    for field in (*task.inputs, *(["label"] if "label" in columns else [])):
+        column = columns.get(field, field)
+        if column not in row:
+            raise origin.error(f"no column '{column}' for task '{task.name}' field '{field}'",
+                               key=f"columns.{field}",
+                               allowed=f"its columns: {', '.join(map(str, row))}")
+
+
+def _label(value: Any, task: TaskDef, names: list[str] | None, origin: Origin) -> Any:
+    """A source's label as canonical JSONL holds it: a label name (or an integer position
+    where the source has no names) for classification, a number for regression; ``None``
+    for no label (an empty cell, a null, NaN, or a ``ClassLabel``'s -1)."""
+    if value is None or (isinstance(value, str) and not value.strip()) or \
+            (isinstance(value, float) and math.isnan(value)):
+        return None
+    classification = task.task_type.labels.has_names
+    if isinstance(value, str):
+        text = value.strip()
+        if classification and text in task.labels:
+            return text
+        try:
+            value = float(text)
+        except ValueError:
+            return text  # neither a name nor a number: validate_row names what is allowed
+    if not classification or isinstance(value, bool):
         return value
-    try:
-        number = float(value)
-    except ValueError:
-        return value
-    if not task.task_type.labels.has_names:
-        return number
-    return int(number) if number.is_integer() else value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise origin.error(f"label {value!r} is not a whole number", key="label",
+                               allowed=f"{', '.join(task.labels)}, or their positions "
+                                       f"0-{len(task.labels) - 1} (1.0 counts as 1)")
+        value = int(value)
+    if names is not None and isinstance(value, int):
+        if value == -1:  # a ClassLabel's "no label" (e.g. a test split)
+            return None
+        if 0 <= value < len(names):
+            return names[value]
+    return value

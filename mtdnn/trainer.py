@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from mtdnn._version import code_version
 from mtdnn.checkpoint import (
     RunState,
     copy_checkpoint,
@@ -52,7 +53,6 @@ from mtdnn.distributed import Distributed, init_distributed, shutdown
 from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
-from mtdnn._version import code_version
 from mtdnn.inference import mean_entropy, predict_split, split_metrics
 from mtdnn.objective import batch_loss
 from mtdnn.optimization import build_optimizer, build_scheduler

@@ -187,6 +187,107 @@ def sweep_cell_result(tmp: Path, ctx: dict, text: str) -> list[str]:
     return argv
 
 
+# -- issue 48: users' own files, the newer commands -------------------------------------------
+
+NLI_CHAOS = json.dumps({"uid": "c1", "label_dist": [0.3, 0.7, 0.0],
+                        "example": {"premise": "A.", "hypothesis": "B."},
+                        "old_labels": ["neutral"] * 3 + ["entailment"] * 2}) + "\n"
+NLI_DEV = json.dumps({"uid": "d1", "premise": "A.", "hypothesis": "B.",
+                      "label": "neutral"}) + "\n"
+NLI_PREDICTION = json.dumps({"uid": "d1", "prediction": "neutral", "probabilities": {
+    "entailment": 0.2, "neutral": 0.7, "contradiction": 0.1}}) + "\n"
+
+
+def source_args(tmp: Path, ctx: dict, source: str | Path, *extra: str) -> list[str]:
+    """A training run on the user's own ``source`` (a good JSONL dev file)."""
+    dev = write(tmp / "dev.jsonl", GOOD_EXAMPLE * 4)
+    return ["tasks=[rte]", f"tasks.rte.train={source}", f"tasks.rte.dev={dev}",
+            f"encoder={ctx['encoder']}", f"output_dir={tmp / 'run'}", "progress_bar=false",
+            f"cache_dir={tmp / 'cache'}", "max_steps=2", "batch_size=2", *extra]
+
+
+def csv_args(tmp: Path, ctx: dict, text: str | bytes, *extra: str,
+             name: str = "mine.csv") -> list[str]:
+    return source_args(tmp, ctx, write(tmp / name, text), *extra)
+
+
+def parquet_file(path: Path, columns: dict[str, list]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def parquet_args(tmp: Path, ctx: dict, columns: dict[str, list], *extra: str) -> list[str]:
+    return source_args(tmp, ctx, parquet_file(tmp / "mine.parquet", columns), *extra)
+
+
+def truncated_parquet_args(tmp: Path, ctx: dict) -> list[str]:
+    path = parquet_file(tmp / "mine.parquet", {"sentence1": ["A."] * 50,
+                                               "sentence2": ["B."] * 50,
+                                               "label": ["entailment"] * 50})
+    path.write_bytes(path.read_bytes()[:-40])
+    return source_args(tmp, ctx, path)
+
+
+def class_label_folder(tmp: Path, names: list[str]) -> Path:
+    import datasets
+
+    features = datasets.Features({"sentence1": datasets.Value("string"),
+                                  "sentence2": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=names)})
+    folder = tmp / "my_dataset"
+    folder.mkdir(parents=True, exist_ok=True)
+    datasets.Dataset.from_dict({"sentence1": ["A.", "C."], "sentence2": ["B.", "D."],
+                                "label": [0, 1]}, features=features).to_parquet(
+        str(folder / "train.parquet"))
+    return folder
+
+
+def mixed_header_folder(tmp: Path) -> Path:
+    folder = tmp / "my_dataset"
+    write(folder / "train-00000-of-00002.csv", "sentence1,sentence2,label\nA.,B.,entailment\n")
+    write(folder / "train-00001-of-00002.csv", "text,label\nA.,entailment\n")
+    return folder
+
+
+def unlabelled_row_folder(tmp: Path) -> Path:
+    return write(tmp / "ds/train.csv",
+                 "sentence1,sentence2,label\nA.,B.,entailment\nC.,D.,\n").parent
+
+
+def agreement_args(tmp: Path, *, chaos: str = NLI_CHAOS, dev: str = NLI_DEV,
+                   predictions: str = NLI_PREDICTION, out: str | None = None,
+                   extra: tuple[str, ...] = ()) -> list[str]:
+    preds = write(tmp / "model.json", predictions)
+    return ["report", "--chaosnli", str(write(tmp / "chaos.jsonl", chaos)),
+            "--dev", str(write(tmp / "dev.jsonl", dev)), "--predictions", f"model={preds}",
+            "--out", str(out or tmp / "report"), *extra]
+
+
+def earlier_report(tmp: Path, ctx: dict) -> list[str]:
+    write(tmp / "report.md", "an earlier report\n")
+    return agreement_args(tmp)
+
+
+def sweep_missing_train(tmp: Path, ctx: dict) -> list[str]:
+    """An experiment whose full train file is missing: it must fail before making folders."""
+    config = {"tasks": ["rte"], "data_dir": str(tmp / "data"),
+              "task_files": {"rte": {"train": str(tmp / "data/rte/mine.jsonl"),
+                                     "dev": str(write(tmp / "data/rte/dev.jsonl",
+                                                      GOOD_EXAMPLE))}},
+              "output_dir": str(tmp / "sweep"), "arms": {"plain": None}}
+    return ["--config", str(write(tmp / "sweep.yaml", json.dumps(config)))]
+
+
+def export_all_args(tmp: Path, ctx: dict, damage: Callable[[Path], object]) -> list[str]:
+    return ["--checkpoint", str(damaged_checkpoint(tmp, ctx, damage)), "--all-tasks",
+            "--out", str(tmp / "hf")]
+
+
+
 CASES = [
     Case("data file", "GLUE row with a missing field", "data_prep",
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW + "1\tonly two\tentailment\n"),
@@ -621,6 +722,139 @@ CASES = [
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW * 3),
          "out: interrupted; the output folder is as it was", code=130,
          interrupt=interrupt_at("data_prep.canonical.canonical_record", calls=2)),
+    # -- issue 48: users' own files -----------------------------------------------------------
+    Case("data file", "dataset ClassLabel names that are not the task's labels", "train",
+         lambda t, c: source_args(t, c, f"{{dataset: {class_label_folder(t, ['yes', 'no'])}, "
+                                        "split: train}"),
+         "label names ['yes', 'no'] are not task 'rte''s labels ['entailment', "
+         "'not_entailment']"),
+    Case("data file", "Parquet from datasets whose ClassLabel names differ", "train",
+         lambda t, c: source_args(t, c, class_label_folder(t, ["pos", "neg"])
+                                  / "train.parquet"),
+         "train.parquet: key 'label': its label names ['pos', 'neg']"),
+    Case("data file", "CSV label 0.5 in a classification task", "train",
+         lambda t, c: csv_args(t, c, "sentence1,sentence2,label\nA.,B.,0\nC.,D.,0.5\n"),
+         "mine.csv:3: key 'label': label 0.5 is not a whole number"),
+    Case("data file", "Parquet float label 1.5 in a classification task", "train",
+         lambda t, c: parquet_args(t, c, {"sentence1": ["A.", "C."], "sentence2": ["B.", "D."],
+                                          "label": [1.0, 1.5]}),
+         "mine.parquet: key 'label': row 2: label 1.5 is not a whole number"),
+    Case("data file", "CSV row with more fields than the header", "train",
+         lambda t, c: csv_args(t, c, "sentence1,sentence2,label\nA.,B.,entailment\n"
+                                     "A, b.,C.,entailment\n"),
+         "mine.csv:3: the row has 4 fields, the header 3"),
+    Case("data file", "TSV row with a tab inside a text", "train",
+         lambda t, c: csv_args(t, c, "sentence1\tsentence2\tlabel\nA.\tB.\tentailment\n"
+                                     "A\tb.\tC.\tentailment\n", name="mine.tsv"),
+         "mine.tsv:3: the row has 4 fields, the header 3 (allowed: one field per column "
+         "(sentence1, sentence2, label); in a TSV, no tab inside a text)"),
+    Case("data file", "CSV with a quote never closed", "train",
+         lambda t, c: csv_args(t, c, 'sentence1,sentence2,label\nA.,"B. and on,entailment\n'),
+         "mine.csv:2: cannot read it as CSV: unexpected end of data"),
+    Case("encoding", "CSV saved in Latin-1", "train",
+         lambda t, c: csv_args(t, c, b"sentence1,sentence2,label\n" + LATIN1
+                               + b",B.,entailment\n"),
+         "mine.csv: not UTF-8 text: byte 0xe9"),
+    Case("data file", "CSV whose header names a column twice", "train",
+         lambda t, c: csv_args(t, c, "sentence1,sentence1,label\nA.,B.,entailment\n"),
+         "mine.csv:1: the header names column 'sentence1' twice"),
+    Case("data file", "empty CSV file", "train", lambda t, c: csv_args(t, c, ""),
+         "mine.csv:1: the file has no header row"),
+    Case("data file", "columns.label naming a column the CSV lacks", "train",
+         lambda t, c: csv_args(t, c, "sentence1,sentence2,gold\nA.,B.,entailment\n",
+                               "tasks.rte.columns={label: answer}"),
+         "mine.csv:2: key 'columns.label': no column 'answer' for task 'rte' field 'label' "
+         "(allowed: its columns: sentence1, sentence2, gold)"),
+    Case("run config", "columns mapping a field the task does not have", "train",
+         lambda t, c: csv_args(t, c, "sentence1,sentence2,label\nA.,B.,entailment\n",
+                               "tasks.rte.columns={premise: sentence1}"),
+         "key 'columns.premise': task 'rte' has no field 'premise'"),
+    Case("data file", "truncated Parquet file", "train", truncated_parquet_args,
+         "mine.parquet: cannot read this Parquet file"),
+    Case("data file", "dataset folder whose files have different columns", "train",
+         lambda t, c: source_args(t, c, f"{{dataset: {mixed_header_folder(t)}, split: train}}"),
+         "train-00001-of-00002.csv: key 'dataset': its columns ['text', 'label'] differ from "
+         "those of"),
+    Case("data file", "Parquet text that is a number", "train",
+         lambda t, c: parquet_args(t, c, {"sentence1": ["A.", "C."], "sentence2": [7, 8],
+                                          "label": ["entailment"] * 2}),
+         "mine.parquet: row 1: task 'rte': field 'sentence2' holds 7 (int), not text"),
+    Case("data file", "Parquet text that is null", "train",
+         lambda t, c: parquet_args(t, c, {"sentence1": ["A.", None], "sentence2": ["B.", "D."],
+                                          "label": ["entailment"] * 2}),
+         "mine.parquet: row 2: task 'rte': field 'sentence1' is missing or empty"),
+    Case("data file", "CSV label outside the task's labels names the CSV line", "train",
+         lambda t, c: csv_args(t, c, "sentence1,sentence2,label\nA.,B.,entailment\n"
+                                     "C.,D.,maybe\n"),
+         "mine.csv:3: task 'rte': label 'maybe' is not one of the task's labels"),
+    Case("data file", "CSV with an empty text names the CSV line", "train",
+         lambda t, c: csv_args(t, c, "sentence1,sentence2,label\nA.,B.,entailment\n"
+                                     "C.,  ,entailment\n"),
+         "mine.csv:3: task 'rte': field 'sentence2' is missing or empty"),
+    Case("data file", "dataset split with an unlabelled example in training", "train",
+         lambda t, c: source_args(t, c, f"{{dataset: {unlabelled_row_folder(t)}, split: train}}"),
+         "split train: index 1: task 'rte': example has no label"),
+    Case("data file", "JSONL with a columns map and a bad label names the JSONL line",
+         "train",
+         lambda t, c: source_args(t, c, write(t / "mine.jsonl", GOOD_EXAMPLE.replace(
+             '"sentence1"', '"premise"') + GOOD_EXAMPLE.replace('"sentence1"', '"premise"')
+             .replace("entailment", "maybe")), "tasks.rte.columns={sentence1: premise}"),
+         "mine.jsonl:2: task 'rte': label 'maybe' is not one of the task's labels"),
+    # -- issue 48: agreement ------------------------------------------------------------------
+    Case("data loss", "agreement report --out onto a predictions file", "agreement",
+         lambda t, c: agreement_args(t, out=str(t / "model")),
+         "model.json: key '--out': the output would overwrite an input"),
+    Case("output path", "agreement report over an earlier report", "agreement",
+         earlier_report, "report.md: key '--out': the output file already exists (allowed: "
+                         "a new path, or --overwrite to replace it)"),
+    Case("data file", "agreement on ChaosNLI's alphaNLI part", "agreement",
+         lambda t, c: agreement_args(t, chaos=json.dumps(
+             {"uid": "a1", "label_dist": [0.4, 0.6], "old_label": 1, "example": {
+                 "obs1": "A.", "obs2": "B.", "hyp1": "C.", "hyp2": "D."}}) + "\n"),
+         "chaos.jsonl:1: not a ChaosNLI SNLI/MNLI row"),
+    Case("data file", "agreement --dev with raw SNLI columns", "agreement",
+         lambda t, c: agreement_args(t, dev=json.dumps(
+             {"pairID": "1", "sentence1": "A.", "sentence2": "B.", "gold_label": "neutral"})
+             + "\n"),
+         "dev.jsonl:1: key '--dev': the row has no 'uid'"),
+    Case("data file", "agreement on predictions of a two-label task", "agreement",
+         lambda t, c: agreement_args(t, predictions=json.dumps(
+             {"uid": "d1", "prediction": "entailment", "probabilities": {
+                 "entailment": 0.6, "not_entailment": 0.4}}) + "\n"),
+         "model.json:1: key '--predictions': probabilities over ['entailment', "
+         "'not_entailment'], not the three NLI labels"),
+    Case("data file", "ChaosNLI row whose label_dist has two labels", "agreement",
+         lambda t, c: agreement_args(t, chaos=NLI_CHAOS.replace("[0.3, 0.7, 0.0]",
+                                                                "[0.3, 0.7]")),
+         "chaos.jsonl:1: label_dist [0.3, 0.7] is not a distribution over 3 NLI labels"),
+    # -- issue 48: the experiment runner ------------------------------------------------------
+    Case("run config", "experiment with an empty seed list", "experiment",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}), "seeds=[]"],
+         "key 'seeds': the seed list is empty: nothing would run"),
+    Case("run config", "experiment stage with no seeds", "experiment",
+         lambda t, c: [*sweep_args(t, c, {"mt": {"init": "stage:mt"}}),
+                       "stages={mt: {train: {tasks: [rte]}, seeds: []}}"],
+         "key 'stages.mt.seeds': stage 'mt' has no seeds"),
+    Case("run config", "experiment arm with an empty seed list", "experiment",
+         lambda t, c: sweep_args(t, c, {"plain": {"seeds": []}}),
+         "key 'arms.plain.seeds': arm 'plain' has an empty seed list"),
+    Case("data file", "experiment whose train file is missing leaves no folder", "experiment",
+         sweep_missing_train, "mine.jsonl: key 'task_files.rte.train': task 'rte': train file "
+                              "not found"),
+    Case("output path", "experiment publish_dir equal to output_dir", "experiment",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}), f"publish_dir={t / 'sweep'}"],
+         "key 'publish_dir': publish_dir is output_dir"),
+    Case("run config", "experiment agreement block on a two-label task", "experiment",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}),
+                       "agreement={scitail: {chaosnli: chaos.jsonl, rows: [dev.jsonl]}}"],
+         "key 'agreement.scitail': task 'scitail' has labels ['entails', 'neutral']"),
+    # -- issue 48: export --all-tasks ---------------------------------------------------------
+    Case("checkpoint", "export --all-tasks with truncated head weights", "export",
+         lambda t, c: export_all_args(t, c, truncated("heads.safetensors")),
+         "cannot read the head weights"),
+    Case("checkpoint", "export --all-tasks with a damaged checkpoint.json", "export",
+         lambda t, c: export_all_args(t, c, replaced("checkpoint.json", b'{"step": 2,')),
+         "checkpoint.json: cannot read it"),
 ]
 
 

@@ -148,6 +148,16 @@ def test_report_and_exclude_commands(tmp_path: Path) -> None:
     assert "| m | 100.0 | 0.0 | 50.0 |" in lines and "| n | 100.0 | 0.0 | 50.0 |" in lines
     assert "| uniform 1/3 (reference) | — | — | — |" in lines
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # valid JSON: the undefined means (the uniform reference's accuracy) are null, not NaN
+    saved = json.loads(out.with_suffix(".json").read_text(),
+                       parse_constant=lambda name: pytest.fail(f"{name} in the JSON report"))
+    assert saved["uniform 1/3 (reference)"]["3/2/0"]["accuracy"] is None
+    # a second report replaces the first only with --overwrite
+    again = [sys.executable, "-m", "mtdnn.agreement", "report", "--chaosnli", str(chaos),
+             "--dev", str(dev), "--predictions", f"m={preds}", "--out", str(out)]
+    refused = subprocess.run(again, cwd=REPO, text=True, capture_output=True)
+    assert refused.returncode == 2 and "already exists" in refused.stderr
+    assert subprocess.run([*again, "--overwrite"], cwd=REPO).returncode == 0
 
     for command, kept in (("exclude", ["d3", "d4"]), ("select", ["d1", "d2"])):
         written = tmp_path / f"{command}.jsonl"

@@ -111,3 +111,79 @@ def test_early_stopping_ends_a_run_without_progress_and_reporters_are_checked(
     with pytest.raises(MtdnnError, match="report_to names 'wandb', which is not installed"):
         train(common, max_steps=2, report_to=["wandb"], output_dir=str(tmp_path / "run2"))
     assert not (tmp_path / "run2").exists()
+
+
+@pytest.fixture(scope="module")
+def sentence_and_pair_heads(prepared_data: Path, tiny_encoder_dir: Path,
+                            tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint with a one-text head (SST-2) and a pair head (RTE)."""
+    from mtdnn import train
+
+    run = tmp_path_factory.mktemp("two_inputs") / "run"
+    tasks = {task: {"train": str(head_jsonl(prepared_data / task / "train.jsonl",
+                                            run.parent / f"{task}.jsonl", 16))}
+             for task in ("sst2", "rte")}
+    for task in tasks:
+        tasks[task]["dev"] = tasks[task]["train"]
+    train({"tasks": tasks}, encoder=str(tiny_encoder_dir), max_steps=2, batch_size=4,
+          max_seq_len=32, output_dir=str(run), progress_bar=False,
+          cache_dir=str(run.parent / "cache"))
+    return run / "best"
+
+
+def test_predictor_answers_a_sentence_head_and_a_pair_head_in_one_call(
+        sentence_and_pair_heads: Path) -> None:
+    from mtdnn import Predictor
+
+    predictor = Predictor(sentence_and_pair_heads, precision="fp32", device="cpu")
+    calls = []
+    predictor.model.encoder.register_forward_hook(lambda *args: calls.append(1))
+    records = [{"sentence": "A fine film.", "sentence1": a, "sentence2": b} for a, b in PAIRS]
+    both = predictor.predict(records, tasks=["sst2", "rte"])
+    assert len(calls) == 2  # one pass per group of heads that read the same fields
+    assert [sorted(r) for r in both] == [["rte", "sst2"]] * 2
+    alone_sst2 = predictor.predict(["A fine film."] * 2, tasks=["sst2"])
+    alone_rte = predictor.predict(PAIRS, tasks=["rte"])
+    for mixed, one, pair in zip(both, alone_sst2, alone_rte, strict=True):
+        assert mixed["sst2"]["probabilities"] == pytest.approx(one["sst2"]["probabilities"],
+                                                               abs=1e-5)
+        assert mixed["rte"]["probabilities"] == pytest.approx(pair["rte"]["probabilities"],
+                                                              abs=1e-5)
+    # default tasks for records: every head whose fields the record has
+    assert sorted(predictor.predict(records[:1])[0]) == ["rte", "sst2"]
+    assert sorted(predictor.predict(["Just one text."])[0]) == ["sst2"]
+
+
+def test_predictor_takes_numpy_and_pandas_and_refuses_bad_input_clearly(
+        sentence_and_pair_heads: Path) -> None:
+    import pandas as pd
+
+    from mtdnn import Predictor
+    from mtdnn.errors import MtdnnError
+
+    predictor = Predictor(sentence_and_pair_heads, precision="fp32")
+    expected = predictor.predict(PAIRS, tasks=["rte"])
+    frame = pd.DataFrame({"sentence1": [a for a, _ in PAIRS], "sentence2": [b for _, b in PAIRS]})
+    for given in (np.array(PAIRS), frame, pd.Series(list(PAIRS))):
+        got = predictor.predict(given, tasks=["rte"])
+        for one, want in zip(got, expected, strict=True):
+            assert one["rte"]["probabilities"] == pytest.approx(want["rte"]["probabilities"],
+                                                                abs=1e-5)
+    bad = {
+        "example 1: 'sentence2' is None (NoneType), not text": [PAIRS[0], ("A.", None)],
+        "example 0 is 3 (int)": [3],
+        "example 0 is None (NoneType)": [None],
+        "example 0: 'sentence1' is empty": [("  ", "B.")],
+        "examples is one string": "A text.",
+        "example 0 has no field 'sentence2'": [{"sentence1": "A."}],
+        "example 0 has 3 text(s), a task reads 2": [("A.", "B.", "C.")],
+    }
+    for message, examples in bad.items():
+        tasks = ["sst2"] if "'sentence'" in message or "(int)" in message else ["rte"]
+        with pytest.raises(MtdnnError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            predictor.predict(examples, tasks=tasks)
+    for size in (0, -1, 2.5, True):
+        with pytest.raises(MtdnnError, match="batch_size .* is not a positive whole number"):
+            Predictor(sentence_and_pair_heads, batch_size=size)
+    with pytest.raises(MtdnnError, match="unknown device"):
+        Predictor(sentence_and_pair_heads, device="tpu")

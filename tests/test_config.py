@@ -94,3 +94,19 @@ def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
                                       text))
         text = readme.read_text()
     assert pattern.search(text).group(2) == markdown_table()
+
+
+def test_a_preset_switched_on_the_command_line_replaces_the_earlier_presets_keys(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from mtdnn.config import load_config
+
+    path = tmp_path / "smart.yaml"
+    path.write_text("tasks: [rte]\nsmart: {enabled: true, preset: calibrated}\n")
+    assert load_config(path).smart.epsilon == 1e-3
+    switched = load_config(path, ["smart.preset=paper"])
+    assert (switched.smart.preset, switched.smart.epsilon) == ("paper", 1e-5)
+    # a key given next to the preset still wins over it
+    assert load_config(path, ["smart.epsilon=1e-4"]).smart.epsilon == 1e-4
+    with caplog.at_level("WARNING"):
+        load_config(None, ["tasks=[rte]", "smart.preset=reference"])
+    assert "smart.preset 'reference' has no effect while smart.enabled is false" in caplog.text

@@ -19,7 +19,7 @@ ROWS = [("A man plays.", "Someone plays.", "entailment"),
 
 
 def read(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text().split("\n") if line]
 
 
 def expected(labels: list) -> list[dict]:
@@ -68,12 +68,13 @@ def test_parquet_and_a_local_hugging_face_dataset_with_a_class_label(tmp_path: P
                                     tmp_path / "cache"))
     from_dataset = read(canonical_path(DatasetSource(str(folder), split="train"),
                                        TASKS["rte"], columns, tmp_path / "cache"))
-    labels = [0, 1, 0]
+    labels = [y for *_, y in ROWS]  # ClassLabel positions read by name
     assert [r["label"] for r in from_file] == labels
     assert [r["label"] for r in from_dataset] == labels
     assert [r["sentence1"] for r in from_dataset] == [a for a, *_ in ROWS]
 
-    with pytest.raises(MtdnnError, match="its ClassLabel has 2 names .* task 'mnli' has 3"):
+    with pytest.raises(MtdnnError, match=r"label names \['entailment', 'not_entailment'\] "
+                                         r"are not task 'mnli''s labels"):
         canonical_path(DatasetSource(str(folder), split="train"), TASKS["mnli"],
                        {"premise": "premise", "hypothesis": "hypothesis"}, tmp_path / "cache")
 
@@ -100,3 +101,123 @@ def test_a_run_on_a_csv_with_an_inline_task_definition(tmp_path: Path,
 
     with pytest.raises(MtdnnError, match="task 'rte' is already defined"):
         train({"tasks": {"rte": {"definition": definition}}}, encoder=str(tiny_encoder_dir))
+
+
+# -- valid files read as they are (issue 48) ------------------------------------------------
+
+def rows_of(path: Path, columns: dict | None = None, task: str = "rte") -> list[dict]:
+    return read(canonical_path(str(path), TASKS[task], columns or {}, path.parent / "cache"))
+
+
+def test_excel_csv_with_a_byte_order_mark_reads_clean_column_names(tmp_path: Path) -> None:
+    data = tmp_path / "excel.csv"
+    data.write_bytes("\ufeffsentence1,sentence2,label\r\nA man plays.,Someone plays.,"
+                     "entailment\r\nIt rains.,It is dry.,not_entailment\r\n".encode())
+    assert rows_of(data) == [
+        {"uid": "row2", "sentence1": "A man plays.", "sentence2": "Someone plays.",
+         "label": "entailment"},
+        {"uid": "row3", "sentence1": "It rains.", "sentence2": "It is dry.",
+         "label": "not_entailment"}]
+
+
+def test_a_quoted_newline_stays_in_its_field_and_rows_keep_their_lines(tmp_path: Path) -> None:
+    data = tmp_path / "multi.csv"
+    data.write_text('sentence1,sentence2,label\n"First line\nsecond line","A, b",entailment\n'
+                    'Next.,"He said ""hi"".",not_entailment\n')
+    rows = rows_of(data)
+    assert [r["sentence1"] for r in rows] == ["First line\nsecond line", "Next."]
+    assert [r["sentence2"] for r in rows] == ["A, b", 'He said "hi".']
+    assert [r["uid"] for r in rows] == ["row2", "row4"]  # the line each row starts on
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv"])
+def test_unicode_line_separators_inside_a_text_do_not_split_rows(tmp_path: Path,
+                                                                 suffix: str) -> None:
+    sep = "," if suffix == ".csv" else "\t"
+    texts = ["one\u2028two", "three\u2029four", "five\x85six", "seven\x0beight"]
+    data = tmp_path / f"seps{suffix}"
+    data.write_text(f"sentence1{sep}sentence2{sep}label\n" + "".join(
+        f"{t}{sep}H {i}.{sep}entailment\n" for i, t in enumerate(texts)))
+    rows = rows_of(data)
+    assert [r["sentence1"] for r in rows] == texts
+    assert [r["sentence2"] for r in rows] == [f"H {i}." for i in range(4)]
+
+
+def test_a_glue_tsv_with_an_unbalanced_quote_keeps_every_row(tmp_path: Path) -> None:
+    """GLUE's files are unquoted: a quote in a text is data, and rows never merge."""
+    texts = [f'Row {i} says "hello.' if i == 2 else f"Row {i} plain." for i in range(8)]
+    data = tmp_path / "train.tsv"
+    data.write_text("index\tsentence1\tsentence2\tlabel\n" + "".join(
+        f"{i}\t{t}\tH{i}.\t{'entailment' if i % 2 else 'not_entailment'}\n"
+        for i, t in enumerate(texts)))
+    rows = rows_of(data)
+    assert len(rows) == 8
+    for i, row in enumerate(rows):
+        assert row == {"uid": f"row{i + 2}", "sentence1": texts[i], "sentence2": f"H{i}.",
+                       "label": "entailment" if i % 2 else "not_entailment"}
+
+
+def class_label_dataset(names: list[str], labels: list[str]):
+    import datasets
+
+    features = datasets.Features({
+        "premise": datasets.Value("string"), "hypothesis": datasets.Value("string"),
+        "label": datasets.ClassLabel(names=names)})
+    return datasets.Dataset.from_dict(
+        {"premise": [a for a, *_ in ROWS], "hypothesis": [b for _, b, _ in ROWS],
+         "label": [names.index(y) for y in labels]}, features=features)
+
+
+def test_class_labels_in_another_order_are_mapped_by_name(tmp_path: Path) -> None:
+    """[not_entailment, entailment] for a task labelled [entailment, not_entailment]: every
+    label keeps its meaning (mapping positions would flip them all)."""
+    truth = [y for *_, y in ROWS]
+    dataset = class_label_dataset(["not_entailment", "entailment"], truth)
+    folder = tmp_path / "flipped"
+    folder.mkdir()
+    dataset.to_parquet(str(folder / "train.parquet"))
+    columns = {"sentence1": "premise", "sentence2": "hypothesis"}
+    from_dataset = read(canonical_path(DatasetSource(str(folder), split="train"),
+                                       TASKS["rte"], columns, tmp_path / "cache"))
+    from_parquet = read(canonical_path(str(folder / "train.parquet"), TASKS["rte"], columns,
+                                       tmp_path / "cache"))
+    assert [r["label"] for r in from_dataset] == truth
+    assert [r["label"] for r in from_parquet] == truth
+
+    from mtdnn.data import read_examples
+
+    converted = canonical_path(DatasetSource(str(folder), split="train"), TASKS["rte"],
+                               columns, tmp_path / "cache")
+    labels = read_examples(converted, TASKS["rte"], require_labels=True)["labels"]
+    assert labels == [TASKS["rte"].labels.index(y) for y in truth]
+
+
+def test_whole_float_labels_mean_the_same_in_csv_and_parquet(tmp_path: Path) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"sentence1": [a for a, *_ in ROWS],
+                          "sentence2": [b for _, b, _ in ROWS], "label": [0.0, 1.0, 0.0]})
+    frame.to_parquet(tmp_path / "floats.parquet")
+    frame.to_csv(tmp_path / "floats.csv", index=False)
+    from_parquet = rows_of(tmp_path / "floats.parquet")
+    from_csv = rows_of(tmp_path / "floats.csv")
+    assert [r["label"] for r in from_parquet] == [0, 1, 0]
+    assert [r["label"] for r in from_csv] == [0, 1, 0]
+    assert [r["sentence1"] for r in from_csv] == [r["sentence1"] for r in from_parquet]
+
+
+def test_errors_name_the_users_file_and_row_not_the_cache(tmp_path: Path) -> None:
+    data = tmp_path / "mine.csv"
+    data.write_text("sentence1,sentence2,label\nA.,B.,entailment\nC.,,entailment\n")
+    with pytest.raises(MtdnnError) as caught:
+        rows_of(data)
+    assert str(caught.value).startswith(f"{data}:3: task 'rte': field 'sentence2' is missing")
+    import pandas as pd
+
+    pd.DataFrame({"sentence1": ["A.", "B."], "sentence2": ["C.", "D."],
+                  "label": ["entailment", "maybe"]}).to_parquet(tmp_path / "mine.parquet")
+    with pytest.raises(MtdnnError) as caught:
+        rows_of(tmp_path / "mine.parquet")
+    assert str(caught.value).startswith(f"{tmp_path / 'mine.parquet'}: row 2: task 'rte': "
+                                        "label 'maybe'")
+    assert ".cache" not in str(caught.value) and "sources" not in str(caught.value)

@@ -149,6 +149,7 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
                          allowed="a mapping of arm name -> {init, train, backend, seeds}")
     for task in config.tasks:
         task_subsets(config, task)  # every task has its subsets
+    check_seeds_and_folders(config, path)
     if config.baseline is not None and config.baseline not in config.arms:
         raise MtdnnError(f"baseline '{config.baseline}' is not an arm", file=path,
                          key="baseline", allowed=", ".join(config.arms))
@@ -159,6 +160,7 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
                          "not run", file=path, key=f"agreement.{strangers[0]}",
                          allowed=", ".join(config.tasks) or "tasks given under tasks:")
     check_paper(config, path)
+    check_agreement(config, path)
     for name in config.stages:
         config_from_dict(stage_run_keys(config, name),
                          source=f"{source} (stages.{name})")
@@ -181,6 +183,57 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
         if arm.backend == "hf_trainer":
             check_hf_keys(keys, name, path, arm)
     return config
+
+
+def check_seeds_and_folders(config: ExperimentConfig, path: str | Path | None) -> None:
+    """Seeds to run, and a publish folder apart from the working one."""
+    if not config.seeds:
+        raise MtdnnError("the seed list is empty: nothing would run", file=path, key="seeds",
+                         allowed="one seed or more, e.g. seeds: [13, 14, 15]")
+    for name, arm in config.arms.items():
+        if arm.seeds is not None and not arm.seeds:
+            raise MtdnnError(f"arm '{name}' has an empty seed list", file=path,
+                             key=f"arms.{name}.seeds",
+                             allowed="one seed or more, or no key (the experiment's seeds)")
+    for name, stage in config.stages.items():
+        if not stage.seeds:
+            raise MtdnnError(f"stage '{name}' has no seeds: the arms that start from it "
+                             "could not run", file=path, key=f"stages.{name}.seeds",
+                             allowed="one seed or more, e.g. seeds: [13]")
+    if config.publish_dir is not None and \
+            Path(config.publish_dir).resolve() == Path(config.output_dir).resolve():
+        raise MtdnnError("publish_dir is output_dir: publishing would copy the runs onto "
+                         "themselves", file=path, key="publish_dir",
+                         allowed="a tracked folder apart from output_dir, e.g. results/<name>")
+
+
+def check_agreement(config: ExperimentConfig, path: str | Path | None) -> None:
+    """Figure 2's breakdown needs a three-label NLI task and its files, known before the
+    first run trains (not after it)."""
+    from mtdnn.agreement import LABELS
+    from mtdnn.task_def import load_task_defs
+
+    if not config.agreement:
+        return
+    known = load_task_defs(config.train.get("task_defs", ("packaged",)))
+    for task in config.agreement:
+        definition = known.get(task)
+        if definition is not None and tuple(sorted(definition.labels)) != tuple(sorted(LABELS)):
+            raise MtdnnError(f"task '{task}' has labels {list(definition.labels)}: the "
+                             "agreement breakdown compares three NLI labels with ChaosNLI's",
+                             file=path, key=f"agreement.{task}",
+                             allowed=f"a task labelled {', '.join(LABELS)} (snli, mnli)")
+
+
+def check_agreement_files(config: ExperimentConfig) -> None:
+    """The agreement breakdown's files exist (checked before training, not at load: a
+    report of finished runs needs none of them)."""
+    for task, spec in config.agreement.items():
+        for name, file in (("chaosnli", spec.chaosnli),
+                           *((f"rows[{i}]", f) for i, f in enumerate(spec.rows))):
+            if not Path(file).is_file():
+                raise MtdnnError("file not found", file=file, key=f"agreement.{task}.{name}",
+                                 allowed="an existing file (make splits writes them)")
 
 
 def without_narrowed_tasks(config: ExperimentConfig, declared: object) -> ExperimentConfig:

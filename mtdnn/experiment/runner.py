@@ -14,7 +14,14 @@ import numpy as np
 from mtdnn._version import code_version
 from mtdnn.checkpoint import continue_keys, keep_model_only
 from mtdnn.config import config_from_dict, merged
-from mtdnn.experiment.config import MULTITASK, ExperimentConfig, arm_train_keys, stage_of
+from mtdnn.errors import MtdnnError
+from mtdnn.experiment.config import (
+    MULTITASK,
+    ExperimentConfig,
+    arm_train_keys,
+    check_agreement_files,
+    stage_of,
+)
 from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
 from mtdnn.experiment.records import (
     RECORD,
@@ -29,7 +36,7 @@ from mtdnn.experiment.records import (
 from mtdnn.experiment.results import write_report
 from mtdnn.experiment.schedule import fits_before
 from mtdnn.experiment.stages import build_stage
-from mtdnn.files import atomic_write_json, claimed, make_output_dir
+from mtdnn.files import atomic_write_json, check_output_folder, claimed, make_output_dir
 from mtdnn.schema import to_dict
 
 log = logging.getLogger(__name__)
@@ -191,6 +198,8 @@ def run_experiment(config: ExperimentConfig,
         if freed:
             log.info("finished_runs_keep: model: %.1f GB of resumable state and best "
                      "checkpoints deleted from finished runs", freed / 1e9)
+    check_output_folder(Path(config.output_dir), "output_dir")
+    check_data_files(config, todo, sizes)
     out = make_output_dir(Path(config.output_dir))
     atomic_write_json(out / "experiment_config.json", to_dict(config))
     # A run whose stage another worker is training waits until every other run has been
@@ -200,6 +209,25 @@ def run_experiment(config: ExperimentConfig,
     for cell in waiting:
         try_cell(config, cell, sizes, prints, stop_by, wait=True)
     return write_report(config, sizes)
+
+
+def check_data_files(config: ExperimentConfig, todo: list[Cell],
+                     sizes: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """Every file the runs to do will read exists, before any folder is made."""
+    if todo:
+        check_agreement_files(config)
+    for cell in todo:
+        if cell.task == MULTITASK:
+            continue
+        for split, file in (("train", sizes[cell.task][cell.subset]["file"]),
+                            ("dev", task_file(config, cell.task, "dev"))):
+            if not Path(file).is_file():
+                key = f"task_files.{cell.task}.{split}" if split in config.task_files.get(
+                    cell.task, {}) else "data_dir"
+                raise MtdnnError(f"task '{cell.task}': {split} file not found", file=file,
+                                 key=key, allowed="an existing file: run `make data` (or "
+                                                  "python -m data_prep), or set "
+                                                  "task_files")
 
 
 def try_cell(config: ExperimentConfig, cell: Cell, sizes: dict[str, dict[str, dict[str, Any]]],
