@@ -319,7 +319,7 @@ def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
                       may_differ: tuple[str, ...] = ("resume", "overwrite", "progress_bar")
                       ) -> None:
     """Resuming with other settings would not continue the same run: name what differs.
-    ``overwrite`` says how a run started (a sweep replaces a folder holding only its claim),
+    ``overwrite`` says how a run started (a grid replaces a run folder it made itself),
     not how it trains, so a resume need not repeat it."""
     import yaml
 

@@ -1,5 +1,5 @@
 """Small file helpers shared by data preparation, training, inference and the experiment
-runner's workers (a claim file per run).
+runner.
 
 Every file mtdnn writes for a user goes through a temporary name and a rename, so a crash
 never leaves a half-written file behind.
@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -268,57 +268,3 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         if not path.exists() and old.exists():  # interrupted between the two renames
             os.replace(old, path)
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:  # not Linux: the pid check alone
-        return ""
-
-
-def _claim_is_live(text: str) -> bool:
-    """Whether a claim's process still runs; a claim from before the last boot does not."""
-    pid, _, boot = text.strip().partition(" ")
-    if boot and (this_boot := _boot_id()) and boot != this_boot:
-        return False
-    try:
-        os.kill(int(pid or 0), 0)
-    except (ProcessLookupError, ValueError):
-        return False
-    except PermissionError:
-        pass  # another user's live process
-    return True
-
-
-@contextmanager
-def claimed(folder: Path) -> Iterator[bool]:
-    """Claim a run for this process (a ``.claim`` file holding its pid and the machine's
-    boot id, created exclusively), so that several workers can share one grid; a claim
-    whose process is gone is taken over, as is one made before the machine last started
-    (a run cut off by a session's end: its pid may now be another process's). Yields
-    whether this process holds the claim. A folder the holder leaves empty (a run it
-    passed over) is removed, so that only started runs leave one."""
-    claim = folder / ".claim"
-    for _ in range(3):
-        folder.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileNotFoundError:
-            continue  # another worker removed the empty folder meanwhile
-        except FileExistsError:
-            if not _claim_is_live(claim.read_text()):
-                claim.unlink(missing_ok=True)  # its worker is gone: take it over
-                continue
-            yield False
-            return
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"{os.getpid()} {_boot_id()}")
-        try:
-            yield True
-        finally:
-            claim.unlink(missing_ok=True)
-            with suppress(OSError):  # not empty: the run's files stay
-                folder.rmdir()
-        return
-    yield False

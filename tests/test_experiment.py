@@ -234,19 +234,17 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     # what is left counts each untrained stage once, however many runs start from it
     planned = experiment(path, "--report-only")
     assert planned.returncode == 0, planned.stderr[-3000:]
-    assert "left: 4 runs and 2 stages; 6 like no finished run yet (not timed)" in planned.stdout
+    assert "left: 4 runs and 2 stages to train (0 runs finished)" in planned.stdout
     # --stages-only: the long stage-1 runs first, nothing fine-tuned
     stages = experiment(path, "--stages-only")
     assert stages.returncode == 0, stages.stderr[-3000:]
-    assert "left: 4 runs and 0 stages; 4 like no finished run yet (not timed)" in \
-        experiment(path, "--report-only").stdout
+    assert "left: 4 runs and 0 stages to train" in experiment(path, "--report-only").stdout
     out = tmp_path / "runs"
     assert sorted(p.parent.name for p in out.glob("stages/mt/seed*/result.json")) == \
         ["seed1", "seed2"]
-    # a stage whose weights are gone (a session's end) is planned for again, timed
+    # a stage whose weights are gone (deleted, or on another machine) is planned again
     (out / "stages/mt/seed2/last").rename(out / "stages/mt/seed2/gone")
-    assert "left: 4 runs and 0 stages (and 1 to re-train: trained, weights not on this " \
-        "machine); 1 of them like finished runs" in experiment(path, "--report-only").stdout
+    assert "left: 4 runs and 1 stage to train" in experiment(path, "--report-only").stdout
     (out / "stages/mt/seed2/gone").rename(out / "stages/mt/seed2/last")
     assert not (out / "plain").exists() and not (out / "mt").exists()
     trained = yaml.safe_load((out / "stages/mt/seed1/config.yaml").read_text())
@@ -553,88 +551,6 @@ def test_narrowing_the_tasks_keeps_the_paper_and_agreement_entries_of_the_rest_o
         load_experiment(config, ["agreement.snli={chaosnli: c.jsonl, rows: [d.jsonl]}"])
 
 
-def test_a_claimed_run_is_left_to_its_worker_and_a_dead_workers_claim_is_taken(
-        tmp_path: Path) -> None:
-    import os
-
-    from mtdnn.files import claimed
-
-    cell = tmp_path / "cell"
-    with claimed(cell) as first:
-        with claimed(cell) as second:
-            assert first and not second  # a live worker (this process) holds it
-    assert not cell.exists()  # released, and left empty: no trace of a run passed over
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
-    cell.mkdir()
-    (cell / ".claim").write_text(dead)
-    with claimed(cell) as taken:
-        assert taken and (cell / ".claim").read_text().split()[0] == str(os.getpid())
-        (cell / "log.txt").write_text("a started run")
-    assert (cell / "log.txt").is_file() and not (cell / ".claim").exists()
-    # a claim made before the machine last started: its pid (here a live one) is stale
-    (cell / ".claim").write_text(f"{os.getpid()} a-boot-before-this-one")
-    with claimed(cell) as taken:
-        assert taken
-    (cell / ".claim").write_text(str(os.getpid()))  # a claim without a boot id: by pid
-    with claimed(cell) as taken:
-        assert not taken
-
-
-def test_a_stage_another_worker_trains_is_waited_for_or_left(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mtdnn.experiment import load_experiment, stages
-    from mtdnn.experiment.stages import build_stage
-    from mtdnn.files import claimed
-
-    config = load_experiment(None, [f"output_dir={tmp_path}", "arms={mt: 'stage:s'}",
-                                    "stages={s: {train: {tasks: [rte]}, seeds: [13]}}"])
-    folder = tmp_path / "stages" / "s" / "seed13"
-    waits = []
-
-    def give_up(seconds: float) -> None:
-        waits.append(seconds)
-        raise TimeoutError
-
-    monkeypatch.setattr(stages.time, "sleep", give_up)
-    with claimed(folder) as mine:  # this process plays the other worker
-        assert mine
-        assert build_stage(config, "s", 13, wait=False) is None
-        with pytest.raises(TimeoutError):
-            build_stage(config, "s", 13)  # waits for the other worker
-    assert waits == [stages.STAGE_POLL_SECONDS]
-    assert not (folder / "config.yaml").exists()  # nothing trained here
-
-
-
-def test_runs_whose_stage_another_worker_trains_wait_until_the_rest_are_tried(
-        prepared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mtdnn.experiment import load_experiment, runner, stages
-    from mtdnn.files import claimed
-
-    config = load_experiment(None, [
-        f"output_dir={tmp_path}", f"data_dir={prepared_data}", "tasks=[rte]", "seeds=[3]",
-        "arms={a: 'stage:s', b: 'stage:t'}",
-        "stages={s: {train: {tasks: [rte]}, seeds: [13]}, t: {train: {tasks: [rte]}, "
-        "seeds: [13]}}"])
-    done = []
-
-    def give_up(seconds: float) -> None:
-        done.append("waited")
-        raise TimeoutError
-
-    monkeypatch.setattr(stages.time, "sleep", give_up)
-    monkeypatch.setattr(stages, "_build_stage", lambda config, name, seed, folder: (
-        done.append(f"stage {name}") or (folder / "last", name * 64)))
-    monkeypatch.setattr(runner, "run_cell", lambda config, cell, entry, init, start: (
-        done.append(f"run {cell.arm} from {init.parent.parent.name}")))
-    with claimed(tmp_path / "stages" / "s" / "seed13") as mine:  # the other worker's stage
-        assert mine
-        with pytest.raises(TimeoutError):
-            runner.run_experiment(config)
-    # arm a comes first in the grid, but its stage is taken: b's stage and run go first
-    assert done == ["stage t", "run b from t", "waited"]
-
 def test_experiments_share_a_stage_dir_and_reuse_each_others_runs(
         prepared_data: Path, tmp_path: Path) -> None:
     files = {task: {"train": str(head_jsonl(prepared_data / task / "train.jsonl",
@@ -711,110 +627,3 @@ def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
     assert tasks_table(["plain", "smart"], finished, {}, ["rte"]).splitlines()[:4] == [
         "| arm | rte accuracy | mean |", "|---|---|---|",
         "| plain | 60.0 (1 seed) | 60.0 (1 seed) |", "| smart | not run | not run |"]
-
-
-def test_stop_by_reads_a_clock_time_or_an_iso_date_time_and_names_a_bad_one() -> None:
-    from datetime import datetime, timezone
-
-    from mtdnn.errors import MtdnnError
-    from mtdnn.experiment.schedule import parse_stop_by
-
-    now = datetime(2026, 11, 25, 10, 30, tzinfo=timezone.utc)
-    assert parse_stop_by("11:05", now) == datetime(2026, 11, 25, 11, 5, tzinfo=timezone.utc)
-    assert parse_stop_by("09:00", now) == datetime(2026, 11, 26, 9, 0, tzinfo=timezone.utc)
-    assert parse_stop_by("2026-11-25T12:00Z", now) == datetime(2026, 11, 25, 12, 0,
-                                                               tzinfo=timezone.utc)
-    with pytest.raises(MtdnnError, match="--stop-by 'soon' is not a time") as error:
-        parse_stop_by("soon", now)
-    assert "HH:MM" in str(error.value)
-
-
-def test_stop_by_leaves_a_run_that_would_not_finish_for_later(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The run loop weighs a run by the median wall time of finished runs like it (same
-    task file and training keys; a reused copy counts once; a resumed one scaled to all
-    its steps; else the slowest on its file; else its steps at the time per step of runs
-    with its keys) and starts it only if it ends before --stop-by; a run it can copy from
-    reuse_from is copied whatever the time."""
-    from datetime import datetime, timedelta
-
-    from mtdnn.experiment import load_experiment, run_experiment, runner
-    from mtdnn.experiment.config import arm_train_keys
-    from mtdnn.experiment.grid import Cell, all_sizes
-    from mtdnn.experiment.schedule import finished_runs, typical_seconds, work_left
-
-    train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
-    train.write_text('{"uid": "a", "sentence1": "x", "sentence2": "y", "label": "entailment"}\n')
-    dev.write_text(train.read_text())
-    overrides = [f"output_dir={tmp_path / 'runs'}", f"reuse_from=[{tmp_path / 'other'}]",
-                 "arms={plain: null}", "tasks=[rte]", "seeds=[1,2,3,4]",
-                 f"task_files={{rte: {{train: {train}, dev: {dev}}}}}"]
-    config = load_experiment(None, overrides)
-    keys = arm_train_keys(config, "plain")
-
-    def record(root: str, seed: int, seconds: float, train_keys: dict,
-               steps: int | None = None, resumed_from_step: int = 0) -> None:
-        path = tmp_path / root / "plain" / "rte" / "full" / f"seed{seed}" / "result.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({
-            "arm": "plain", "task": "rte", "subset": "full", "seed": seed,
-            "train_file": str(train), "dev_file": str(dev), "backend": "mtdnn",
-            "train_keys": train_keys, "start_fingerprint": None,
-            "metrics": {"rte": {"accuracy": 0.5}}, "wall_seconds": seconds, "steps": steps,
-            "train_size": 1, "resumed_from_step": resumed_from_step}))
-
-    record("runs", 1, 3000.0, keys, steps=10)
-    # resumed at step 5, the process that finished it timed half its steps: 4000 s in all
-    record("runs", 2, 2000.0, keys, steps=10, resumed_from_step=5)
-    record("other", 1, 3000.0, keys, steps=10)  # a copy of seed 1's run: counted once
-    record("other", 5, 10.0, {**keys, "epochs": 9})  # other training keys: not like it
-    entry = {"file": str(train), "size": 1, "available": True}
-    assert typical_seconds(config, Cell("plain", "rte", "full", 3), entry) == 3500.0
-    # work_left scans the records once and times every cell from that one scan
-    finished = finished_runs(config)
-    assert sorted(run.seconds for run in finished) == [10.0, 3000.0, 4000.0]
-    slow = [run for run in finished if run.seconds == 4000.0]
-    assert typical_seconds(config, Cell("plain", "rte", "full", 3), entry, slow) == 4000.0
-    # keys no finished run had: the slowest run on the same file stands in
-    other_keys = load_experiment(None, [*overrides, "train={epochs: 2}"])
-    assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), entry) == 4000.0
-    # a file no run has finished on: its steps (64 rows, batch 32, 3 epochs: 6) times the
-    # median time per step of the runs with its keys (300 and 400 s), its rows twice as
-    # long as theirs; with keys no run had, unknown
-    row = train.read_text()
-    longer = tmp_path / "longer.jsonl"
-    longer.write_text((row[:-2] + ', "pad": "' + "x" * (len(row) - 11) + '"}\n') * 64)
-    assert longer.stat().st_size == 64 * 2 * train.stat().st_size
-    elsewhere = {**entry, "file": str(longer), "size": 64}
-    assert typical_seconds(config, Cell("plain", "rte", "full", 3), elsewhere) == \
-        pytest.approx(6 * 350.0 * 2)
-    assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), elsewhere) is None
-    # once a run with those keys has finished on another file, its time per step (4 steps
-    # in 120 s, on rows twice as long) beats the slowest run on this file, which had other
-    # keys: 2 epochs of 1 step
-    record("runs", 7, 120.0, arm_train_keys(other_keys, "plain"), steps=4)
-    path = tmp_path / "runs/plain/rte/full/seed7/result.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "train_file": str(longer),
-                                "train_size": 64}))
-    assert typical_seconds(other_keys, Cell("plain", "rte", "full", 3), entry) == \
-        pytest.approx(2 * 120.0 / 4 / 2)
-    path.unlink()
-
-    record("other", 4, 3000.0, keys)  # seed 4's run, made by another experiment
-    # what is left to plan for: seed 3 alone (seed 4 is a copy away), timed by the median
-    # of the runs like it (seeds 1, 2 and the other experiment's 4: 3000 s)
-    assert work_left(config, all_sizes(config)) == \
-        "left: 1 run and 0 stages; 1 of them like finished runs, about 0.8 worker-hours\n" \
-        "  plain rte full: 1 run, about 0.8 h"
-    started = []
-    monkeypatch.setattr(runner, "run_cell", lambda config, cell, *rest: started.append(cell))
-    monkeypatch.setattr(runner, "write_report", lambda *args: None)
-    soon = datetime.now().astimezone() + timedelta(minutes=30)
-    run_experiment(config, soon)
-    assert started == []  # 50 minutes do not fit in 30
-    assert not (tmp_path / "runs" / "plain" / "rte" / "full" / "seed3").exists()  # no trace
-    # a run copied in from reuse_from takes no time: --stop-by does not hold it back
-    reused = json.loads((tmp_path / "runs/plain/rte/full/seed4/result.json").read_text())
-    assert reused["reused_from"] == str(tmp_path / "other/plain/rte/full/seed4/result.json")
-    run_experiment(config, soon + timedelta(hours=1))
-    assert started == [Cell("plain", "rte", "full", 3)]

@@ -6,6 +6,8 @@
                                                             # into publish_dir (tracked)
     python -m mtdnn.experiment --config ... --rescore-agreement  # the agreement breakdowns
                                         # again, from the finished runs' final models
+    python -m mtdnn.experiment --config ... --jobs 4                # 4 local processes
+    python -m mtdnn.experiment --config ... --launcher slurm        # or: --launcher ray
 
 An **arm** is a start point (the plain encoder, a checkpoint folder, or ``stage:<name>``)
 plus training keys of its own, run by a backend (``mtdnn``: this project's trainer;
@@ -17,15 +19,18 @@ task's whole train file), or, with no ``tasks`` given, trains ``train.tasks`` to
 
 Each finished run leaves a ``result.json`` (the record): its dev metrics, the training keys
 it ran with, its start weights' fingerprint and its logged SMART terms. A run with a
-record is skipped (in ``output_dir``, or already published), an interrupted one resumes
-from its last checkpoint, and several workers may share a grid. A record whose training
-keys or start weights differ from the config's now is an error, not a silent mix.
+record is skipped (in ``output_dir``, or already published) and an interrupted one resumes
+from its last checkpoint. A record whose training keys or start weights differ from the
+config's now is an error, not a silent mix. Each stage seed and each run is one job
+(:mod:`~mtdnn.experiment.jobs`), run by a launcher (:mod:`~mtdnn.experiment.launchers`):
+local processes (``--jobs N``), Slurm through ``submitit``, or a Ray cluster.
 Results: ``results.csv`` (one row per run and metric), ``results.md`` (see
 :mod:`mtdnn.report` for the two layouts) and ``results.png``.
 
 The package's modules, in the order a run meets them: :mod:`~mtdnn.experiment.config`
 (the YAML), :mod:`~mtdnn.experiment.grid` (the runs), :mod:`~mtdnn.experiment.records`
-(finished runs and their checks), :mod:`~mtdnn.experiment.schedule` (time estimates),
+(finished runs and their checks), :mod:`~mtdnn.experiment.jobs` (the units of work),
+:mod:`~mtdnn.experiment.launchers` (the engines that run them),
 :mod:`~mtdnn.experiment.stages` (stage 1), :mod:`~mtdnn.experiment.runner` (training the
 missing runs), :mod:`~mtdnn.experiment.results` (tables, plots, publishing) and
 :mod:`~mtdnn.experiment.command` (the command line).

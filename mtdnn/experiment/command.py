@@ -9,11 +9,9 @@ from mtdnn.cli import parsed_with_logging
 from mtdnn.errors import add_debug_flag
 from mtdnn.experiment.config import load_experiment
 from mtdnn.experiment.grid import all_sizes, cells
-from mtdnn.experiment.records import start_fingerprints
+from mtdnn.experiment.jobs import work_left
 from mtdnn.experiment.results import publish, write_report
 from mtdnn.experiment.runner import rescore_agreement, run_experiment
-from mtdnn.experiment.schedule import parse_stop_by, work_left
-from mtdnn.experiment.stages import build_stages
 from mtdnn.files import make_output_dir
 
 
@@ -26,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", help="experiment YAML (experiments/*.yaml)")
     parser.add_argument("--report-only", action="store_true",
                         help="write the results files from the finished runs and print "
-                             "what is left (runs, stages, worker-hours); train nothing")
+                             "what is left (runs and stages); train nothing")
     parser.add_argument("--publish", action="store_true",
                         help="copy the records and results files into publish_dir")
     parser.add_argument("--rescore-agreement", action="store_true",
@@ -35,19 +33,20 @@ def main(argv: list[str] | None = None) -> None:
                              "--report-only does; trains nothing")
     parser.add_argument("--stages-only", action="store_true",
                         help="train the stages the arms start from, and nothing else")
-    parser.add_argument("--stop-by", metavar="TIME",
-                        help="start no run that is not expected to finish by TIME (HH:MM or "
-                             "an ISO date-time), judged by the wall times of finished runs "
-                             "like it; for sessions whose end takes the run folders with it")
+    parser.add_argument("--launcher", choices=("local", "slurm", "ray"),
+                        help="where the jobs run (default: the config's launcher.kind, "
+                             "else local): local processes, Slurm through submitit, or Ray")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="local launcher: N jobs at once (launcher.jobs)")
+    parser.add_argument("--threads-per-job", type=int, metavar="N",
+                        help="torch threads of each job (launcher.threads_per_job)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override a config key, e.g. seeds=[13,14] train.epochs=2")
     add_debug_flag(parser)
     args = parsed_with_logging(parser, argv)
-    config = load_experiment(args.config, args.overrides)
-    stop_by = parse_stop_by(args.stop_by) if args.stop_by else None
+    config = load_experiment(args.config, [*args.overrides, *launcher_overrides(args)])
     if args.stages_only:
-        start_fingerprints(config, running=True)  # stage records checked before training
-        build_stages(config, stop_by)
+        run_experiment(config, stages_only=True)
         if args.publish:
             publish(config)
         return
@@ -58,11 +57,18 @@ def main(argv: list[str] | None = None) -> None:
             rescore_agreement(config, sizes)
         records = write_report(config, sizes)
     else:
-        records = run_experiment(config, stop_by)
+        records = run_experiment(config)
     if args.publish:
         publish(config)
     out = Path(config.output_dir)
     print((out / "results.md").read_text())
     print(f"{len(records)} of {len(cells(config, sizes))} runs finished; "
           f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
-    print(work_left(config, sizes))
+    print(work_left(config))
+
+
+def launcher_overrides(args: argparse.Namespace) -> list[str]:
+    """The launcher flags as config overrides, validated as the config's keys are."""
+    flags = {"launcher.kind": args.launcher, "launcher.jobs": args.jobs,
+             "launcher.threads_per_job": args.threads_per_job}
+    return [f"{key}={value}" for key, value in flags.items() if value is not None]

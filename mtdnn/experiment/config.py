@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtdnn.config import apply_override, config_from_dict, load_mapping, merged
+from mtdnn.engines import LauncherConfig
 from mtdnn.errors import MtdnnError
 from mtdnn.schema import build
 
@@ -109,6 +110,9 @@ class ExperimentConfig:
     # the arm every other is compared with (Welch's p); none: every pair of arms
     baseline: str | None = None
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys for every run
+    # where the jobs run: local processes (default), Slurm through submitit, or Ray
+    # (mtdnn.engines); the command line's --launcher/--jobs override it
+    launcher: LauncherConfig = LauncherConfig()
 
 
 def without_cosmetic(keys: dict[str, Any]) -> dict[str, Any]:

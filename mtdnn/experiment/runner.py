@@ -1,11 +1,11 @@
-"""Running a grid: each missing run claimed, trained (or reused) and recorded in turn."""
+"""Running a grid: the runs checked, the missing ones handed to a launcher as jobs, each
+trained (or reused) and recorded (:func:`run_cell`), then the results files."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,6 @@ from mtdnn.experiment.config import (
     ExperimentConfig,
     arm_train_keys,
     check_agreement_files,
-    stage_of,
 )
 from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
 from mtdnn.experiment.records import (
@@ -29,14 +28,10 @@ from mtdnn.experiment.records import (
     check_record,
     find_record,
     read_record,
-    reusable_record,
-    reuse,
     start_fingerprints,
 )
 from mtdnn.experiment.results import write_report
-from mtdnn.experiment.schedule import fits_before
-from mtdnn.experiment.stages import build_stage
-from mtdnn.files import atomic_write_json, check_output_folder, claimed, make_output_dir
+from mtdnn.files import atomic_write_json, check_output_folder, make_output_dir
 from mtdnn.schema import to_dict
 
 log = logging.getLogger(__name__)
@@ -174,21 +169,20 @@ def rescore_agreement(config: ExperimentConfig,
              rescored, current, missing)
 
 
-def run_experiment(config: ExperimentConfig,
-                   stop_by: datetime | None = None) -> list[dict[str, Any]]:
-    """Run every missing run, then write the results files; returns the finished runs'
-    records (the tables' rows).
-    Every finished run is checked before anything is written. With ``stop_by``, a run not
-    expected to finish by then is left for later (:func:`fits_before`)."""
+def run_experiment(config: ExperimentConfig, stages_only: bool = False
+                   ) -> list[dict[str, Any]]:
+    """Run every job the grid still needs on ``config.launcher``'s engine, then write the
+    results files; returns the finished runs' records (the tables' rows). Every finished
+    run is checked before anything is trained; a job that fails is reported with its
+    error after the others have run, and the command then fails."""
+    from mtdnn.experiment.jobs import launch, plan
+
     sizes = all_sizes(config)
-    prints = start_fingerprints(config, running=True)
-    allowed = allowed_fingerprints(config, prints)
-    todo, finished_here = [], []
+    allowed = allowed_fingerprints(config, start_fingerprints(config, running=True))
+    finished_here = []
     for cell in cells(config, sizes):
         path = find_record(config, cell.folder)
-        if path is None:
-            todo.append(cell)
-        else:
+        if path is not None:
             check_record(config, cell, read_record(path), path,
                          allowed.get((cell.arm, cell.stage_seed)))
             if path.is_relative_to(config.output_dir):
@@ -198,17 +192,22 @@ def run_experiment(config: ExperimentConfig,
         if freed:
             log.info("finished_runs_keep: model: %.1f GB of resumable state and best "
                      "checkpoints deleted from finished runs", freed / 1e9)
+    jobs = plan(config, stages_only)
     check_output_folder(Path(config.output_dir), "output_dir")
-    check_data_files(config, todo, sizes)
+    check_data_files(config, [job.args[1][1] for job in jobs if job.args[1][0] == "cell"],
+                     sizes)
     out = make_output_dir(Path(config.output_dir))
     atomic_write_json(out / "experiment_config.json", to_dict(config))
-    # A run whose stage another worker is training waits until every other run has been
-    # tried, so that meanwhile this worker trains another stage or runs that need none.
-    waiting = [cell for cell in todo if not try_cell(config, cell, sizes, prints, stop_by,
-                                                     wait=False)]
-    for cell in waiting:
-        try_cell(config, cell, sizes, prints, stop_by, wait=True)
-    return write_report(config, sizes)
+    outcomes = launch(config, jobs) if jobs else []
+    records = write_report(config, sizes)
+    failed = [outcome for outcome in outcomes if not outcome.ok]
+    if failed:
+        raise MtdnnError(
+            f"{len(failed)} of {len(outcomes)} jobs failed (the others finished and are in "
+            "the results): " + "; ".join(f"{o.job.name}: {o.error}" for o in failed),
+            file=config.output_dir, allowed="fix what the errors name and run the grid "
+                                            "again: finished runs are kept, the rest resume")
+    return records
 
 
 def check_data_files(config: ExperimentConfig, todo: list[Cell],
@@ -226,53 +225,4 @@ def check_data_files(config: ExperimentConfig, todo: list[Cell],
                     cell.task, {}) else "data_dir"
                 raise MtdnnError(f"task '{cell.task}': {split} file not found", file=file,
                                  key=key, allowed="an existing file: run `make data` (or "
-                                                  "python -m data_prep), or set "
-                                                  "task_files")
-
-
-def try_cell(config: ExperimentConfig, cell: Cell, sizes: dict[str, dict[str, dict[str, Any]]],
-             prints: dict[tuple[str, int | None], str | None], stop_by: datetime | None,
-             wait: bool) -> bool:
-    """Run (or reuse, or leave to its worker or for later) one missing run. False: its stage
-    is being trained by another worker and ``wait`` is off, so it is still to do."""
-    folder, entry = Path(config.output_dir) / cell.folder, sizes[cell.task][cell.subset]
-    with claimed(folder) as mine:
-        # another worker on the same grid runs it (or finished it meanwhile)
-        if not mine or (folder / RECORD).is_file():
-            return True
-        stage = stage_of(config, cell.arm)
-        init = None if config.arms[cell.arm].init is None else Path(config.arms[cell.arm].init)
-        key = (cell.arm, cell.stage_seed)
-        # a stage's start weights are known only once it is trained, and reuse needs them
-        stage_first = stage is not None and key not in prints
-        # --stop-by weighs what this worker would train: not a run another worker holds,
-        # nor one copied in from reuse_from (which takes no time)
-        if stage_first and stop_by is not None and not fits_before(config, cell, entry, stop_by):
-            return True
-        if stage_first and (init := stage_start(config, stage, cell, wait, prints)) is None:
-            return False
-        source = reusable_record(config, cell, entry, prints[key])
-        if source is not None:
-            reuse(config, cell, source)
-            return True
-        if not stage_first:
-            if stop_by is not None and not fits_before(config, cell, entry, stop_by):
-                return True
-            # a stage trained in an earlier run (or re-trained, if its weights are gone)
-            if stage is not None and (
-                    init := stage_start(config, stage, cell, wait, prints)) is None:
-                return False
-        log.info("run %s", cell)
-        run_cell(config, cell, entry, init, prints[key])
-    return True
-
-
-def stage_start(config: ExperimentConfig, stage: str, cell: Cell, wait: bool,
-                prints: dict[tuple[str, int | None], str | None]) -> Path | None:
-    """The trained weights of ``cell``'s stage (trained here first if need be), with their
-    fingerprint put in ``prints``; None while another worker trains it and ``wait`` is off."""
-    built = build_stage(config, stage, cell.stage_seed, wait)
-    if built is None:
-        return None
-    init, prints[(cell.arm, cell.stage_seed)] = built
-    return init
+                                                  "python -m data_prep), or set task_files")

@@ -1,0 +1,291 @@
+"""Running jobs on an existing engine: local processes, Slurm (through ``submitit``) or Ray.
+
+A job is a call of one importable function with picklable arguments, optionally after
+another job. This module only says where it runs, with what resources, and in which
+order; the engines own scheduling, retries and deadlines:
+
+- ``local`` (default): ``jobs`` worker processes on this machine (the standard library's
+  process pool). A job that waits for another is submitted once that one has ended.
+- ``slurm``: each job is a Slurm job submitted by ``submitit`` with the resources of
+  ``slurm``. A job that reaches its time limit or is pre-empted is requeued by
+  ``submitit`` with the same call (:class:`Requeueable`), which resumes where it stopped
+  when the function resumes (mtdnn's training does, from ``last``). ``cluster: local``
+  runs the same path in local processes (no Slurm needed).
+- ``ray``: each job is a Ray task with the resources of ``ray``; a job that waits for
+  another takes that one's result as an argument, so Ray orders them. ``address`` joins an
+  existing cluster (``ray.init(address=...)``); none starts a local one. A task whose
+  worker dies is retried by Ray.
+
+A job that fails is reported with its error; the others run on. ``submitit`` and ``ray``
+are optional extras (``pip install 'mtdnn[slurm]'``, ``'mtdnn[ray]'``), each imported
+only by its engine.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from mtdnn.errors import MtdnnError
+
+
+def _at_least_one() -> dict:
+    return {"check": (lambda v: v >= 1, "a whole number >= 1")}
+
+
+@dataclass(frozen=True)
+class SlurmResources:
+    """What each Slurm job asks for (``submitit`` parameters)."""
+
+    partition: str | None = None
+    time_min: int = 240  # the job's time limit; a job cut off by it is requeued
+    cpus_per_task: int = 4
+    gpus_per_node: int = 0
+    mem_gb: int = 16
+    # auto: Slurm where sbatch is found, else local processes; local: local processes
+    cluster: Literal["auto", "slurm", "local"] = "auto"
+    extra: dict[str, Any] = field(default_factory=dict)  # other sbatch options, e.g. qos
+    max_requeues: int = 3  # after a time limit or a pre-emption
+
+
+@dataclass(frozen=True)
+class RayResources:
+    """What each Ray task asks for, and which cluster to join."""
+
+    address: str | None = None  # e.g. "auto" or "ray://head:10001"; none: a local cluster
+    num_cpus: float = 1
+    num_gpus: float = 0
+    memory_gb: float | None = None
+    max_retries: int = 3  # retries of a task whose worker died
+
+
+@dataclass(frozen=True)
+class LauncherConfig:
+    """Where jobs run (``launcher:`` in an experiment YAML; ``--launcher``, ``--jobs`` and
+    ``--threads-per-job`` on the command line)."""
+
+    kind: Literal["local", "slurm", "ray"] = "local"
+    jobs: int = field(default=1, metadata=_at_least_one())  # local: jobs at once
+    # torch threads of each job; none: the CPUs given to a job (local: the machine's CPUs
+    # shared among the jobs; slurm: cpus_per_task; ray: num_cpus)
+    threads_per_job: int | None = field(default=None, metadata=_at_least_one())
+    slurm: SlurmResources = SlurmResources()
+    ray: RayResources = RayResources()
+
+    def threads(self) -> int:
+        if self.threads_per_job:
+            return self.threads_per_job
+        if self.kind == "slurm":
+            return self.slurm.cpus_per_task
+        if self.kind == "ray":
+            return max(1, int(self.ray.num_cpus))
+        return max(1, (os.cpu_count() or 1) // self.jobs)
+
+
+@dataclass(frozen=True, eq=False)  # each job is itself (its arguments need not hash)
+class Job:
+    """``fn(*args, <the result of after>)``: ``after`` is another job or None."""
+
+    name: str
+    args: tuple
+    after: Job | None = None
+
+
+@dataclass
+class Outcome:
+    """How one job ended: its result, or its error in one paragraph."""
+
+    job: Job
+    result: Any = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def describe_error(error: BaseException) -> str:
+    """A user error as it prints; anything else with the frame it came from."""
+    cause = getattr(error, "cause", None)  # Ray's RayTaskError wraps the job's own error
+    if isinstance(cause, BaseException) and cause is not error:
+        return describe_error(cause)
+    if isinstance(error, MtdnnError):
+        return error.format()
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if len(lines) > 1:  # submitit's remote error: the job's traceback; its last line says it
+        return lines[-1]
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def run_jobs(fn: Callable[..., Any], jobs: list[Job], launcher: LauncherConfig,
+             log_dir: Path, on_end: Callable[[Outcome], None] = lambda outcome: None
+             ) -> list[Outcome]:
+    """Run ``fn`` for every job on ``launcher``'s engine, each after the job it names;
+    a job whose ``after`` failed is not run. ``log_dir``: where Slurm jobs log."""
+    engine = _ENGINES[launcher.kind](fn, launcher, log_dir)
+    outcomes: list[Outcome] = []
+    handles: dict[Job, Any] = {}
+    running: dict[Any, Job] = {}
+    waiting: dict[Job, list[Job]] = {}
+
+    def end(outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        on_end(outcome)
+        for job in waiting.pop(outcome.job, []):
+            if outcome.ok:
+                submit(job)
+            else:
+                end(Outcome(job, error=f"{outcome.job.name} failed: {outcome.error}"))
+
+    def submit(job: Job) -> None:
+        handles[job] = engine.submit(job, handles.get(job.after))
+        running[handles[job]] = job
+
+    try:
+        for job in jobs:
+            if job.after is None or engine.orders_itself:
+                submit(job)
+            else:
+                waiting.setdefault(job.after, []).append(job)
+        while running:
+            for handle in engine.ended(list(running)):
+                end(engine.outcome(handle, running.pop(handle)))
+    finally:
+        engine.close()
+    return outcomes
+
+
+class LocalEngine:
+    """A pool of ``jobs`` worker processes, started fresh (not forked from this one)."""
+
+    orders_itself = False
+
+    def __init__(self, fn: Callable, launcher: LauncherConfig, log_dir: Path) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.fn, self.threads = fn, launcher.threads()
+        self.pool = ProcessPoolExecutor(max_workers=launcher.jobs,
+                                        mp_context=multiprocessing.get_context("spawn"))
+
+    def submit(self, job: Job, after: Any) -> Any:
+        return self.pool.submit(self.fn, *job.args, None, self.threads)
+
+    def ended(self, handles: list[Any]) -> Any:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        return wait(handles, return_when=FIRST_COMPLETED).done
+
+    def outcome(self, handle: Any, job: Job) -> Outcome:
+        error = handle.exception()
+        return Outcome(job, error=describe_error(error)) if error else \
+            Outcome(job, result=handle.result())
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Requeueable:
+    """A ``submitit`` checkpointable call: at a time limit or a pre-emption, ``submitit``
+    asks for a checkpoint and requeues what this returns, the same call."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def checkpoint(self, *args: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(Requeueable(self.fn), *args)
+
+
+class SubmititEngine(LocalEngine):
+    """Each job a Slurm job (or, with ``cluster: local``, a local process)."""
+
+    def __init__(self, fn: Callable, launcher: LauncherConfig, log_dir: Path) -> None:
+        try:
+            import submitit
+        except ImportError:
+            raise MtdnnError("the slurm launcher needs submitit", key="launcher.kind",
+                             allowed="pip install 'mtdnn[slurm]', or launcher local or "
+                                     "ray") from None
+        slurm = launcher.slurm
+        self.fn, self.threads, self.submitit = fn, launcher.threads(), submitit
+        self.executor = submitit.AutoExecutor(
+            folder=str(log_dir), cluster=None if slurm.cluster == "auto" else slurm.cluster,
+            slurm_max_num_timeout=slurm.max_requeues)
+        extra = {"slurm_partition": slurm.partition} if slurm.partition else {}
+        if slurm.extra:
+            extra["slurm_additional_parameters"] = dict(slurm.extra)
+        self.executor.update_parameters(
+            name="mtdnn", timeout_min=slurm.time_min, cpus_per_task=slurm.cpus_per_task,
+            gpus_per_node=slurm.gpus_per_node, mem_gb=slurm.mem_gb, **extra)
+        self.poll = 30.0 if self.executor.cluster == "slurm" else 1.0
+
+    def submit(self, job: Job, after: Any) -> Any:
+        return self.executor.submit(Requeueable(self.fn), *job.args, None, self.threads)
+
+    def ended(self, handles: list[Any]) -> Any:
+        return [next(iter(self.submitit.helpers.as_completed(handles,
+                                                             poll_frequency=self.poll)))]
+
+    def outcome(self, handle: Any, job: Job) -> Outcome:
+        try:
+            return Outcome(job, result=handle.result())
+        except Exception as error:  # noqa: BLE001 - submitit re-raises the job's error
+            return Outcome(job, error=describe_error(error))
+
+    def close(self) -> None:
+        pass
+
+
+class RayEngine(SubmititEngine):
+    """Each job a Ray task; a job's ``after`` result is its argument, so Ray orders them
+    (and fails it if that one failed)."""
+
+    orders_itself = True
+
+    def __init__(self, fn: Callable, launcher: LauncherConfig, log_dir: Path) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise MtdnnError("the ray launcher needs ray", key="launcher.kind",
+                             allowed="pip install 'mtdnn[ray]', or launcher local or "
+                                     "slurm") from None
+        resources = launcher.ray
+        self.ray, self.threads = ray, launcher.threads()
+        self.started_here = not ray.is_initialized()
+        if self.started_here:
+            ray.init(address=resources.address, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        memory = {"memory": int(resources.memory_gb * 2**30)} if resources.memory_gb else {}
+        self.task = ray.remote(fn).options(num_cpus=resources.num_cpus,
+                                           num_gpus=resources.num_gpus,
+                                           max_retries=resources.max_retries, **memory)
+
+    def submit(self, job: Job, after: Any) -> Any:
+        return self.task.remote(*job.args, after, self.threads)
+
+    def ended(self, handles: list[Any]) -> Any:
+        return self.ray.wait(handles, num_returns=1)[0]
+
+    def outcome(self, handle: Any, job: Job) -> Outcome:
+        try:
+            return Outcome(job, result=self.ray.get(handle))
+        except Exception as error:  # noqa: BLE001 - RayTaskError wraps the job's error
+            return Outcome(job, error=describe_error(error))
+
+    def close(self) -> None:
+        if self.started_here:
+            self.ray.shutdown()
+
+
+_ENGINES = {"local": LocalEngine, "slurm": SubmititEngine, "ray": RayEngine}

@@ -1,0 +1,138 @@
+"""A grid's units of work, for any engine (:mod:`mtdnn.engines`) to run.
+
+A **stage job** trains one seed of a multi-task stage, resuming from its ``last``. A
+**cell job** fine-tunes one (arm, task, subset, seed, stage seed), resuming from its own
+``last``, and writes its ``result.json``; it runs after its stage seed's job. Finished
+cells (a ``result.json`` in ``output_dir`` or ``publish_dir``) and stages whose weights are
+here need no job. :func:`run_job` is importable and takes picklable arguments, so a
+process pool, Slurm or Ray can call it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from mtdnn.engines import Job, Outcome, run_jobs
+from mtdnn.errors import MtdnnError
+from mtdnn.experiment.config import ExperimentConfig, stage_of
+from mtdnn.experiment.grid import Cell, all_sizes, cells
+from mtdnn.experiment.records import (
+    RECORD,
+    find_record,
+    read_record,
+    reusable_record,
+    reuse,
+    stage_folder,
+    stage_record,
+    stage_trained,
+    start_fingerprints,
+)
+
+log = logging.getLogger(__name__)
+
+
+def plan(config: ExperimentConfig, stages_only: bool = False) -> list[Job]:
+    """The jobs ``config``'s grid still needs, stage jobs first (only those with
+    ``stages_only``); a cell job names its stage job as ``after``."""
+    stages: dict[tuple[str, int], Job | None] = {}
+    jobs: list[Job] = []
+
+    def stage_job(stage: str, seed: int) -> Job | None:
+        if (stage, seed) not in stages:
+            trained = stage_trained(stage_folder(config, stage, seed))
+            stages[(stage, seed)] = None if trained else Job(
+                f"stage {stage} seed {seed}", (config, ("stage", stage, seed)))
+        return stages[(stage, seed)]
+
+    for cell in cells(config, all_sizes(config)):
+        stage = stage_of(config, cell.arm)
+        after = stage_job(stage, cell.stage_seed) if stage is not None else None
+        if not stages_only and find_record(config, cell.folder) is None:
+            jobs.append(Job(describe(cell), (config, ("cell", cell)), after))
+    return [job for job in stages.values() if job is not None] + jobs
+
+
+def describe(cell: Cell) -> str:
+    return f"{cell.arm} {cell.task} {cell.subset} seed {cell.seed}" + (
+        f" stage seed {cell.stage_seed}" if cell.stage_seed is not None else "")
+
+
+def launch(config: ExperimentConfig, jobs: list[Job]) -> list[Outcome]:
+    """Run ``jobs`` on ``config.launcher``'s engine, logging each as it ends."""
+    log.info("%d job(s) to run on the %s launcher", len(jobs), config.launcher.kind)
+    ended = []
+
+    def report(outcome: Outcome) -> None:
+        ended.append(outcome)
+        log.info("[%d/%d] %s: %s", len(ended), len(jobs), outcome.job.name,
+                 "done" if outcome.ok else f"FAILED: {outcome.error}")
+
+    return run_jobs(run_job, jobs, config.launcher, Path(config.output_dir) / "slurm", report)
+
+
+def work_left(config: ExperimentConfig) -> str:
+    """How many runs and stage seeds the grid still needs (``--report-only``)."""
+    jobs = plan(config)
+    stages = sum(job.args[1][0] == "stage" for job in jobs)
+    if not jobs:
+        return "nothing left to run"
+    runs = len(jobs) - stages
+    return (f"left: {runs} run{'s' * (runs != 1)} and {stages} "
+            f"stage{'s' * (stages != 1)} to train")
+
+
+def run_job(config: ExperimentConfig, what: tuple, after: Any = None,
+            threads: int | None = None) -> dict[str, Any] | None:
+    """Run one job to its end (resuming it if it was interrupted); returns its record.
+    ``what``: ``("stage", name, seed)`` or ``("cell", cell)``. ``after``: the result of
+    the job it waited for (unread: engines pass it to order the two). ``threads`` caps
+    this job's torch threads (several jobs share a machine)."""
+    if not logging.getLogger().handlers:  # a worker process of an engine: log its run
+        logging.basicConfig(level=logging.INFO, datefmt="%H:%M:%S",
+                            format="%(asctime)s %(levelname)s %(message)s")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    if what[0] == "stage":
+        from mtdnn.experiment.stages import build_stage
+
+        build_stage(config, what[1], what[2])
+        return stage_record(config, what[1], what[2])
+    return run_cell_job(config, what[1])
+
+
+def run_cell_job(config: ExperimentConfig, cell: Cell) -> dict[str, Any]:
+    """A cell: its record if finished, copied in if ``reuse_from`` holds it, else trained."""
+    from mtdnn.experiment.runner import run_cell
+
+    done = find_record(config, cell.folder)
+    if done is not None:
+        return read_record(done)
+    entry = all_sizes(config)[cell.task][cell.subset]
+    init, fingerprint = start_point(config, cell)
+    source = reusable_record(config, cell, entry, fingerprint)
+    if source is not None:
+        reuse(config, cell, source)
+        return read_record(Path(config.output_dir) / cell.folder / RECORD)
+    log.info("run %s", cell)
+    return run_cell(config, cell, entry, init, fingerprint)
+
+
+def start_point(config: ExperimentConfig, cell: Cell) -> tuple[Path | None, str | None]:
+    """The checkpoint a cell starts from and its weights' fingerprint; a stage's weights
+    are checked against (and recorded in) the stage's record."""
+    stage = stage_of(config, cell.arm)
+    if stage is None:
+        init = config.arms[cell.arm].init
+        return (None if init is None else Path(init),
+                start_fingerprints(config, running=True)[(cell.arm, None)])
+    from mtdnn.experiment.stages import build_stage
+
+    folder = stage_folder(config, stage, cell.stage_seed)
+    if not stage_trained(folder):
+        raise MtdnnError(f"stage {stage} seed {cell.stage_seed} is not trained here",
+                         file=folder, allowed="run the grid again: its stage job trains it")
+    return build_stage(config, stage, cell.stage_seed)

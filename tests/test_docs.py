@@ -1,0 +1,62 @@
+"""The results page is what the records say, and the docs speak of what the code does."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+from conftest import REPO, SHARED_DATA
+
+
+def summary_script():
+    spec = importlib.util.spec_from_file_location("results_summary",
+                                                  REPO / "scripts" / "results_summary.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_results_page_opens_with_the_verdicts_the_records_give() -> None:
+    script = summary_script()
+    page = (REPO / "docs" / "results.md").read_text()
+    assert page.index(script.START) < page.index("## Table 3")  # the verdicts come first
+    assert page == script.page_with_summary(page), \
+        "docs/results.md is stale: python scripts/results_summary.py --write"
+    assert (REPO / "docs" / "history.md").is_file()
+
+
+def test_the_figure_2_confound_counts_are_what_the_data_holds(prepared_data: Path) -> None:
+    from mtdnn.agreement import load_chaosnli, pair_key
+
+    chaos_file = SHARED_DATA / "chaosnli" / "chaosNLI_mnli_m.jsonl"
+    chaos = load_chaosnli(chaos_file)
+    rows = [json.loads(line) for line in
+            (prepared_data / "mnli" / "dev_matched.jsonl").read_text().split("\n") if line]
+    training = [r for r in rows if pair_key(r["premise"], r["hypothesis"]) not in chaos]
+
+    def premise(text: str) -> str:
+        return pair_key(text, "").split("\t")[0]
+
+    chaos_premises = {premise(json.loads(line)["example"]["premise"])
+                      for line in chaos_file.read_text().split("\n") if line}
+    seen = {premise(r["premise"]) for r in training}
+    page = (REPO / "docs" / "results.md").read_text()
+    counts = (len(chaos), sum(p in seen for p in chaos_premises), len(chaos_premises))
+    assert f"none of ChaosNLI's {counts[0]:,} MNLI pairs" in page
+    assert "{:,} of ChaosNLI's {:,} distinct MNLI premises".format(*counts[1:]) in page
+
+
+def test_the_docs_speak_of_the_schedulers_the_code_uses() -> None:
+    """The home-made scheduler is gone from the code and the docs (history excepted)."""
+    found = []
+    files = [*(REPO / "mtdnn").rglob("*.py"), *(REPO / "scripts").iterdir(),
+             REPO / "README.md", *(REPO / "docs").glob("*.md")]
+    for path in files:
+        if path.name == "history.md" or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if re.search(r"\.claim|claimed\(|stop_by|stop-by|work_queue", line):
+                found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
