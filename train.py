@@ -1,4 +1,4 @@
-"""Train: ``python train.py --config configs/<name>.yaml [key=value ...]``; installed, the
+"""Train: ``python train.py --config <file or packaged name> [key=value ...]``; installed, the
 same command is ``mtdnn-train`` (see :mod:`mtdnn.cli`)."""
 
 from mtdnn.cli import train_command

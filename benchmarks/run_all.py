@@ -1,7 +1,7 @@
 """``make bench``: every benchmark in turn, then one table of ratios.
 
-    python benchmarks/run_all.py [--only data_speed smart_cost pcgrad_cost precision_speed
-                                        train_speed inference_speed scaling]
+    python benchmarks/run_all.py [--only startup data_speed smart_cost pcgrad_cost
+                                        precision_speed train_speed inference_speed scaling]
                                  [--out runs/bench]
 
 Each benchmark prints its own detailed table as it goes (run one alone, with its size
@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, Row, machine_line, summary_table  # noqa: E402
 
-BENCHMARKS = ("data_speed", "smart_cost", "pcgrad_cost", "precision_speed", "train_speed",
-              "inference_speed", "scaling")
+BENCHMARKS = ("startup", "data_speed", "smart_cost", "pcgrad_cost", "precision_speed",
+              "train_speed", "inference_speed", "scaling")
 
 
 def main() -> None:

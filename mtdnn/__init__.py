@@ -2,7 +2,7 @@
 
     from mtdnn import train, Predictor
 
-    summary = train("configs/mtdnn_glue.yaml", epochs=2, optimizer={"lr": 3e-5})
+    summary = train("mtdnn_glue", epochs=2, optimizer={"lr": 3e-5})
     Predictor(summary["run_dir"] + "/best").predict([("A man plays.", "Someone plays.")])
 """
 
@@ -43,7 +43,7 @@ def train(config: TrainConfig | str | dict[str, Any] | None = None, /,
     elif isinstance(config, dict):
         base = dict(config)
     else:
-        base = load_mapping(config)
+        base = load_mapping(config, packaged=True)
     laid = merged(base, {k: v for k, v in keys.items() if k != "tasks"})
     if "tasks" in keys:
         laid["tasks"] = keys["tasks"]

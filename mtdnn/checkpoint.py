@@ -327,13 +327,26 @@ def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
     if saved.get("precision") == "auto":  # written before runs recorded the resolved one,
         saved["precision"] = "fp32"       # when auto meant fp32 on a CPU
     differing = sorted(k for k in set(saved) | set(current)
-                       if k not in may_differ and saved.get(k) != current.get(k))
+                       if k not in may_differ and saved.get(k) != current.get(k)
+                       and not extends(saved, current, k))
     if differing:
         key = differing[0]
         raise MtdnnError(f"the run to resume has {key}={saved.get(key)!r}, this one "
                          f"{current.get(key)!r}", file=path / "config.yaml", key=key,
-                         allowed="the same config as the run being resumed "
-                                 "(only resume, overwrite and progress_bar may change)")
+                         allowed="the same config as the run being resumed (only resume, "
+                                 "overwrite and progress_bar may change, and max_steps, "
+                                 "epochs or min_steps may grow to extend it)")
+
+
+# Keys that may grow when a run is resumed: the run is extended, and its schedule is the
+# longer run's from there on (as Hugging Face Trainer does).
+EXTENDABLE = ("max_steps", "epochs", "min_steps")
+
+
+def extends(saved: dict[str, Any], current: dict[str, Any], key: str) -> bool:
+    """Whether ``current`` lengthens the saved run in ``key``."""
+    old, new = saved.get(key), current.get(key)
+    return key in EXTENDABLE and isinstance(new, int) and (old is None or new >= old)
 
 
 def truncate_metrics(path: Path, step: int) -> None:

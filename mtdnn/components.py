@@ -105,7 +105,8 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
 
 def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any
                     ) -> dict[str, TaskData]:
-    cache = Path(config.cache_dir) if config.cache_dir else Path(config.data_dir) / ".cache"
+    cache = config.cache_path()
+    log.info("data cache: %s", cache)
     data = {}
     for name, task in tasks.items():
         columns = config.tasks[name].columns

@@ -1,6 +1,6 @@
-"""Typed run configuration: ``configs/*.yaml`` plus ``key=value`` overrides.
+"""Typed run configuration: a YAML file (or a packaged config by name) plus ``key=value`` overrides.
 
-``load_config("configs/mtdnn_glue.yaml", ["optimizer.lr=3e-5", "tasks=[rte,mrpc]"])``
+``load_config("mtdnn_glue", ["optimizer.lr=3e-5", "tasks=[rte,mrpc]"])``
 parses the YAML, applies each override (the value is parsed as YAML), and builds a frozen
 :class:`TrainConfig`. Unknown keys and wrong types are errors that name the key. The
 resolved config is written into the run folder at start (see :mod:`mtdnn.trainer`).
@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -45,6 +46,9 @@ class TaskData:
     dev: str | DatasetSource | None = None
     columns: dict[str, str] = field(default_factory=dict)  # task field -> source column
     definition: dict[str, Any] | None = None  # as in task_defs/*.yaml
+    # this task's loss is multiplied by it in training (the logged loss is not)
+    loss_weight: float = field(default=1.0, metadata={
+        "check": (lambda v: v > 0, "loss_weight > 0")})
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ class OptimizerConfig:
     adam_eps: float = field(default=1e-8, metadata=_positive("adam_eps"))
     schedule: Literal["linear", "cosine", "constant", "slanted_triangular"] = "linear"
     warmup_ratio: float = field(default=0.1, metadata=_ratio())
+    # warm-up in optimizer steps; when set, it replaces warmup_ratio (Trainer's habit)
+    warmup_steps: int | None = field(default=None, metadata={
+        "check": (lambda v: v >= 0, "a whole number >= 0")})
     # slanted triangular (Howard & Ruder 2018): warm-up for warmup_ratio of the steps, then
     # linear decay to lr / stlr_ratio
     stlr_ratio: float = field(default=32.0, metadata=_positive("stlr_ratio"))
@@ -191,6 +198,10 @@ class TrainConfig:
     batch_size: int = field(default=32, metadata=_positive("batch_size"))
     eval_batch_size: int = field(default=128, metadata=_positive("eval_batch_size"))
     max_seq_len: int = field(default=128, metadata=_positive("max_seq_len"))
+    # classification targets smoothed towards uniform (cross-entropy's label_smoothing)
+    label_smoothing: float = field(default=0.0, metadata=_ratio())
+    # recompute the encoder's activations in the backward pass: less memory, more time
+    gradient_checkpointing: bool = False
     seed: int = field(default=13, metadata={  # numpy and torch take seeds >= 0 only
         "check": (lambda v: 0 <= v < 2**32, "a whole number in [0, 2**32)")})
     # auto: bf16 autocast where the hardware has it natively (CUDA; CPUs with AVX512-BF16
@@ -226,6 +237,14 @@ class TrainConfig:
         return self.max_steps or max(self.min_steps or 0, math.ceil(
             batches_per_epoch * self.epochs / self.optimizer.grad_accum_steps))
 
+    def cache_path(self) -> Path:
+        """Where converted sources and tokenized data are cached: ``cache_dir``, else
+        ``$MTDNN_CACHE``, else the user's cache folder (``~/.cache/mtdnn``, as Hugging Face
+        caches under ``~/.cache/huggingface``), whatever folder the command runs from."""
+        if self.cache_dir:
+            return Path(self.cache_dir)
+        return default_cache_dir()
+
     def task_files(self, task: str) -> tuple[str | DatasetSource, str | DatasetSource | None]:
         """The train source and the dev source (``None`` if absent) of ``task``."""
         spec = self.tasks[task]
@@ -234,6 +253,13 @@ class TrainConfig:
         if spec.dev:
             return train, spec.dev
         return train, (str(default / "dev.jsonl") if (default / "dev.jsonl").is_file() else None)
+
+
+def default_cache_dir() -> Path:
+    """``$MTDNN_CACHE``, else ``$XDG_CACHE_HOME/mtdnn``, else ``~/.cache/mtdnn``."""
+    if os.environ.get("MTDNN_CACHE"):
+        return Path(os.environ["MTDNN_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mtdnn"
 
 
 def apply_override(data: dict[str, Any], override: str) -> None:
@@ -273,9 +299,36 @@ def _normalise(data: dict[str, Any], source: str | Path | None = None) -> dict[s
     return data
 
 
-def load_mapping(path: str | Path | None, overrides: list[str] = ()) -> dict[str, Any]:
+PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+def packaged_configs() -> dict[str, Path]:
+    """The run configs shipped with the package (``mtdnn/configs``), by name."""
+    return {path.stem: path for path in sorted(PACKAGED_CONFIGS.glob("*.yaml"))}
+
+
+def config_file(path: str | Path) -> Path:
+    """A run config file: ``path`` itself where it exists, else the packaged config of that
+    name (``demo_stage1``, or ``configs/demo_stage1.yaml`` as the clone used to hold it)."""
+    given = Path(path)
+    if given.exists():
+        return given
+    packaged = packaged_configs()
+    name = given.stem if given.suffix in (".yaml", ".yml") else given.name
+    if name in packaged and (given.parent == Path(".") or given.parent.name == "configs"):
+        return packaged[name]
+    raise MtdnnError("no such config file, and no packaged config of that name", file=path,
+                     allowed="a YAML file, or a packaged config: " + ", ".join(packaged)
+                             + " (mtdnn-train --list-configs)")
+
+
+def load_mapping(path: str | Path | None, overrides: list[str] = (),
+                 packaged: bool = False) -> dict[str, Any]:
     """A YAML file's top-level mapping (empty without a file) with ``key=value`` overrides
-    laid over it; the experiment runners validate the result into their own dataclass."""
+    laid over it; the experiment runners validate the result into their own dataclass.
+    With ``packaged``, ``path`` may name a packaged run config (:func:`config_file`)."""
+    if path is not None and packaged:
+        path = config_file(path)
     data = load_yaml(path) if path is not None else None
     if data is not None and not isinstance(data, dict):
         raise MtdnnError(f"expected a mapping of config keys, found {type(data).__name__}",
@@ -316,6 +369,7 @@ def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
     """Load ``path`` (or start empty), apply ``key=value`` overrides, validate."""
+    path = config_file(path) if path is not None else None
     data = load_mapping(path)
     if path is not None:
         # The file alone first, so that its mistakes name the file ...

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
-
-from mtdnn.checkpoint import ENCODER_DIR, load_model
 from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
 from mtdnn.files import atomic_dir, check_output
-from mtdnn.model import MultiTaskModel, quiet_transformers
+
+if TYPE_CHECKING:  # torch and transformers load when a model does, not for --help
+    from transformers import PreTrainedModel
+
+    from mtdnn.model import MultiTaskModel
 
 PROBES = (("A man is playing a guitar on stage.", "Someone is making music."),
           ("Cells divide.", "Mitosis is how a eukaryotic cell splits into two identical cells."))
@@ -43,6 +42,11 @@ def sequence_classifier(model: MultiTaskModel, task_name: str, encoder_dir: Path
     ``task_name``: the family's own class where its head is ours (dropout → linear on the
     pooler output: BERT and its relatives), else the portable class shipped with the export
     (:mod:`mtdnn.portable.modeling_mtdnn`, loaded with ``trust_remote_code=True``)."""
+    from torch import nn
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from mtdnn.model import quiet_transformers
+
     task = model.tasks[task_name]
     config = AutoConfig.from_pretrained(encoder_dir)
     labels = {"num_labels": task.num_outputs, **task.task_type.labels.hf_config(task.labels)}
@@ -65,6 +69,7 @@ def sequence_classifier(model: MultiTaskModel, task_name: str, encoder_dir: Path
 def portable_classifier(model: MultiTaskModel, task_name: str, encoder_config: Any,
                         labels: dict[str, Any]) -> PreTrainedModel:
     """mtdnn's head on any encoder family, as a class whose code the export carries."""
+    from mtdnn.model import quiet_transformers
     from mtdnn.portable.modeling_mtdnn import (
         MtdnnClassifierConfig,
         MtdnnForSequenceClassification,
@@ -84,10 +89,19 @@ def portable_classifier(model: MultiTaskModel, task_name: str, encoder_config: A
     return classifier.eval()
 
 
-@torch.inference_mode()
 def check_same_outputs(model: MultiTaskModel, classifier: PreTrainedModel, task_name: str,
                        tokenizer, encoder_dir: Path) -> None:
     """Both models must give the same head outputs on the probe pairs."""
+    import torch
+
+    with torch.inference_mode():
+        _check_same_outputs(model, classifier, task_name, tokenizer, encoder_dir)
+
+
+def _check_same_outputs(model: MultiTaskModel, classifier: PreTrainedModel, task_name: str,
+                        tokenizer, encoder_dir: Path) -> None:
+    import torch
+
     firsts, seconds = zip(*PROBES, strict=True)
     pair = len(model.tasks[task_name].inputs) == 2
     batch = tokenizer(list(firsts), list(seconds) if pair else None, padding=True,
@@ -108,6 +122,9 @@ def check_same_outputs(model: MultiTaskModel, classifier: PreTrainedModel, task_
 def export_task(checkpoint: Path, task_name: str, out: Path, overwrite: bool = False) -> Path:
     """Write ``task_name`` of ``checkpoint`` to ``out`` (atomically) as an HF classifier;
     an existing ``out`` is replaced only with ``overwrite``, and never the checkpoint."""
+    from mtdnn.checkpoint import ENCODER_DIR, load_model
+    from mtdnn.model import quiet_transformers
+
     check_output(out, [checkpoint], key="--out", overwrite=overwrite, folder=True)
     model, tokenizer = load_model(checkpoint)
     if task_name not in model.tasks:
@@ -116,10 +133,35 @@ def export_task(checkpoint: Path, task_name: str, out: Path, overwrite: bool = F
     encoder_dir = checkpoint / ENCODER_DIR
     classifier = sequence_classifier(model, task_name, encoder_dir)
     check_same_outputs(model, classifier, task_name, tokenizer, encoder_dir)
+    card = model_card(checkpoint, task_name)
     with atomic_dir(out) as tmp, quiet_transformers():
         classifier.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
     return out
+
+
+def push_to_hub(folder: Path, repo_id: str, private: bool = False) -> str:
+    """Upload an export to the Hugging Face Hub (the repository is created if need be);
+    returns its address. Uses the token of ``huggingface-cli login`` or ``HF_TOKEN``."""
+    try:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import HfHubHTTPError
+    except ImportError:  # pragma: no cover - transformers depends on it
+        raise MtdnnError("pushing needs huggingface_hub", key="--push-to-hub",
+                         allowed="pip install huggingface_hub") from None
+    api = HfApi()
+    try:
+        url = api.create_repo(repo_id, private=private, exist_ok=True)
+        api.upload_folder(folder_path=str(folder), repo_id=repo_id,
+                          commit_message="Upload a model exported by mtdnn")
+    except (HfHubHTTPError, OSError, ValueError) as error:
+        raise MtdnnError(f"cannot push to the Hub: {str(error).splitlines()[0]}",
+                         file=folder, key="--push-to-hub",
+                         allowed="a repository id you may write to (user/name), after "
+                                 "`huggingface-cli login` or with HF_TOKEN set; the export "
+                                 "itself is written") from None
+    return str(url)
 
 
 MODEL_FILES = ("encoder", "heads.safetensors", "task_defs.yaml", "config.yaml",
@@ -129,22 +171,52 @@ NLI_CAVEAT = ("all-MiniLM-L6-v2 was contrastively trained on data that includes 
               "plain BERT and not comparable to BERT rows in papers.")
 
 
-def model_card(checkpoint: Path) -> str:
-    """A model card from what the checkpoint records: its tasks, the dev metrics at the
-    step it was saved, the data it was trained on and the encoder it started from."""
+# The hub model the packaged encoder's weights are (what a card's base_model names).
+PACKAGED_BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def base_model(encoder: str | None) -> str | None:
+    """The hub id a run's encoder came from, for a card's ``base_model`` (None for a local
+    folder, which has none)."""
+    from mtdnn.config import PACKAGED_ENCODER
+
+    if encoder == PACKAGED_ENCODER:
+        return PACKAGED_BASE_MODEL
+    if encoder and not Path(encoder).exists() and encoder.count("/") <= 1:
+        return encoder
+    return None
+
+
+def model_card(checkpoint: Path, task_name: str | None = None) -> str:
+    """A model card from what the checkpoint records: its tasks (or the one exported), the
+    dev metrics at the step it was saved, the data it was trained on and the encoder it
+    started from. A one-task export is a transformers model; a multi-head one is mtdnn's."""
     from mtdnn.checkpoint import load_checkpoint_tasks, read_info
     from mtdnn.config import PACKAGED_ENCODER
     from mtdnn.schema import load_yaml
 
     tasks = load_checkpoint_tasks(checkpoint)
+    if task_name is not None:
+        tasks = {task_name: tasks[task_name]}
     info = read_info(checkpoint)
     config = load_yaml(checkpoint / "config.yaml") or {}
-    lines = ["---", "library_name: transformers",
-             "tags: [mtdnn, multi-task, text-classification]", "---", "",
-             f"# {checkpoint.parent.name or 'mtdnn'}: {len(tasks)} task head(s)", "",
+    base = base_model(config.get("encoder"))
+    front = ["---", f"library_name: {'transformers' if task_name else 'mtdnn'}",
+             *([f"base_model: {base}"] if base else []),
+             "pipeline_tag: text-classification",
+             "tags: [mtdnn, multi-task, smart, text-classification]", "---", ""]
+    if task_name is not None:
+        use = ("Load it with `transformers.AutoModelForSequenceClassification.from_pretrained"
+               "(this_folder)` (add `trust_remote_code=True` if the folder holds "
+               "`modeling_mtdnn.py`), or `mtdnn.Predictor`'s export of the whole checkpoint.")
+        title = f"# {task_name}: one head of an mtdnn model"
+    else:
+        use = ("Load it with `mtdnn.Predictor(this_folder)` or `mtdnn-predict --checkpoint "
+               "this_folder`.")
+        title = f"# {checkpoint.parent.name or 'mtdnn'}: {len(tasks)} task head(s)"
+    lines = [*front, title, "",
              "A shared encoder with one head per task, trained with mtdnn (multi-task "
-             "fine-tuning with SMART). Load it with "
-             "`mtdnn.Predictor(this_folder)` or `mtdnn-predict --checkpoint this_folder`.", "",
+             f"fine-tuning with SMART). {use}", "",
              "| task | type | labels | inputs | dev metrics |", "|---|---|---|---|---|"]
     metrics = info.get("metrics") or {}
     for name, task in tasks.items():
@@ -174,7 +246,7 @@ def export_all_tasks(checkpoint: Path, out: Path, overwrite: bool = False) -> Pa
     """Write every head of ``checkpoint`` with its task definitions and a model card."""
     import shutil
 
-    from mtdnn.checkpoint import check_checkpoint
+    from mtdnn.checkpoint import check_checkpoint, load_model
 
     check_output(out, [checkpoint], key="--out", overwrite=overwrite, folder=True)
     check_checkpoint(checkpoint)
@@ -202,6 +274,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="new folder for the Hugging Face model")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --out folder (never the checkpoint)")
+    parser.add_argument("--push-to-hub", metavar="REPO",
+                        help="also upload the export to the Hugging Face Hub as REPO "
+                             "(user/name; created if need be)")
+    parser.add_argument("--private", action="store_true",
+                        help="with --push-to-hub: create the repository private")
     add_debug_flag(parser)
     args = parser.parse_args(argv)
     if args.all_tasks:
@@ -209,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         out = export_task(args.checkpoint, args.task, args.out, args.overwrite)
     print(f"exported: {out}")
+    if args.push_to_hub:
+        print(f"pushed: {push_to_hub(out, args.push_to_hub, args.private)}")
 
 
 if __name__ == "__main__":

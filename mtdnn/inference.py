@@ -16,13 +16,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from mtdnn.checkpoint import load_checkpoint_tasks, load_model, saved_run_config
+from mtdnn.checkpoint import load_checkpoint_tasks
 from mtdnn.data import Collator, TaskSplit, get_batch, tokenize_file
 from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text, check_output
 from mtdnn.metrics import compute_metrics
 from mtdnn.model import MultiTaskModel
-from mtdnn.precision import AMP_DTYPES, autocast_context, inference_device
+from mtdnn.precision import autocast_context
 from mtdnn.task_def import TaskDef
 
 
@@ -130,35 +130,92 @@ def checkpoint_task(checkpoints: list[Path], task_name: str) -> TaskDef:
     return found
 
 
+FORMATS = ("jsonl", "csv", "glue")
+
+
+def output_format(path: Path, fmt: str | None) -> str:
+    """``fmt``, else what the output's name says: ``.csv`` is CSV, anything else JSONL."""
+    if fmt is None:
+        return "csv" if path.suffix == ".csv" else "jsonl"
+    if fmt not in FORMATS:
+        raise MtdnnError(f"unknown output format {fmt!r}", key="--format",
+                         allowed=", ".join(FORMATS))
+    return fmt
+
+
+def csv_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Prediction records as flat CSV rows: ``uid``, ``prediction`` (or ``score``) and one
+    ``p(<label>)`` column per label; with several tasks, each column prefixed ``<task>.``."""
+    def flat(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        row = {}
+        for key, value in record.items():
+            if isinstance(value, dict) and key == "probabilities":
+                row.update({f"{prefix}p({label})": p for label, p in value.items()})
+            elif isinstance(value, dict):
+                row.update(flat(value, f"{key}."))
+            else:
+                row[f"{prefix}{key}"] = value
+        return row
+
+    return [flat(record) for record in records]
+
+
 def write_predictions(path: Path, records: list[dict[str, Any]], fmt: str,
                       source: Path) -> None:
-    """JSON lines, or a GLUE submission TSV (``index<TAB>prediction``), written atomically."""
+    """JSON lines, CSV (:func:`csv_rows`), or a GLUE submission TSV
+    (``index<TAB>prediction``), written atomically."""
     if fmt == "glue":
         rows = [f"{glue_index(r['uid'], str(source), n)}\t{r['prediction']}"
                 for n, r in enumerate(records, start=1)]
         text = "index\tprediction\n" + "".join(row + "\n" for row in rows)
+    elif fmt == "csv":
+        import csv
+        import io
+
+        rows = csv_rows(records)
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else ["uid"],
+                                lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        text = buffer.getvalue()
     else:
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     atomic_write_text(path, text)
 
 
-def predict_file(checkpoints: list[Path], task_names: str | list[str], input_path: Path,
-                 output_path: Path, batch_size: int | None = None, fmt: str = "jsonl",
+def predict_file(checkpoints: list[Any], task_names: str | list[str], source: Any,
+                 output_path: Path, batch_size: int | None = None, fmt: str | None = None,
                  progress: bool = True, overwrite: bool = False,
-                 precision: str = "auto") -> dict[str, Any]:
-    """Score ``input_path`` with one checkpoint or an ensemble, with one task's head or
+                 precision: str = "auto", columns: dict[str, str] | None = None,
+                 cache_dir: Path | None = None) -> dict[str, Any]:
+    """Score ``source`` with one checkpoint or an ensemble (folders, or loaded
+    :class:`~mtdnn.predictor.Predictor` objects), with one task's head or
     several (the encoder runs once for all of them); write predictions (and, for labelled
-    input scored by one task, metrics next to them). Nothing is written if anything fails,
-    and no input or existing file is overwritten unless ``overwrite``."""
+    input scored by one task, metrics next to them). ``source`` is what training reads:
+    canonical JSONL, a CSV, TSV or Parquet file, or a Hugging Face dataset split
+    (:class:`mtdnn.sources.DatasetSource`), with ``columns`` mapping the task's fields to
+    its columns. The output is JSONL, CSV or a GLUE TSV (``fmt``, else by its suffix).
+    Nothing is written if anything fails, and no input or existing file is overwritten
+    unless ``overwrite``."""
+    from mtdnn.config import default_cache_dir
+    from mtdnn.sources import DatasetSource, canonical_path
+
     names = [task_names] if isinstance(task_names, str) else list(task_names)
+    fmt = output_format(output_path, fmt)
     if batch_size is not None and batch_size <= 0:
         raise MtdnnError(f"batch size {batch_size} is not positive", key="--batch-size",
                          allowed="a whole number >= 1 (default: the run's eval_batch_size)")
     if len(names) > 1 and fmt == "glue":
         raise MtdnnError(f"a GLUE submission file holds one task, {len(names)} were given",
-                         key="--format", allowed="--format jsonl with several --task")
+                         key="--format", allowed="--format jsonl or csv with several --task")
+    inputs = [] if isinstance(source, DatasetSource) else [Path(source)]
+    folders = [getattr(c, "checkpoint", c) for c in checkpoints]
     for path in (output_path, metrics_path(output_path)):
-        check_output(path, [input_path, *checkpoints], key="--output", overwrite=overwrite)
+        check_output(path, [*inputs, *folders], key="--output", overwrite=overwrite)
+    tasks = [checkpoint_task(folders, name) for name in names]
+    input_path = canonical_path(source if isinstance(source, DatasetSource) else str(source),
+                                tasks[0], columns or {}, cache_dir or default_cache_dir())
     try:
         return _predict_file(checkpoints, names, input_path, output_path, batch_size, fmt,
                              progress, precision)
@@ -190,30 +247,31 @@ def shared_inputs(tasks: list[TaskDef]) -> None:
                          allowed="tasks with the same input fields in one call")
 
 
-def _predict_file(checkpoints: list[Path], names: list[str], input_path: Path,
+def _predict_file(checkpoints: list[Any], names: list[str], input_path: Path,
                   output_path: Path, batch_size: int | None, fmt: str, progress: bool,
                   precision: str) -> dict[str, Any]:
-    tasks = [checkpoint_task(checkpoints, name) for name in names]
+    """Each checkpoint (a folder, or a loaded :class:`~mtdnn.predictor.Predictor`) scores
+    the file: one way to load a model, resolve its precision and batch its examples."""
+    from mtdnn.predictor import Predictor
+
+    tasks = [checkpoint_task([getattr(c, "checkpoint", c) for c in checkpoints], name)
+             for name in names]
     shared_inputs(tasks)
-    device, native = inference_device()
-    resolved = native if precision == "auto" else precision
-    amp_dtype = AMP_DTYPES[resolved]
     outputs: dict[str, list[np.ndarray]] = {name: [] for name in names}
     split = None
     started = time.perf_counter()
-    for path in checkpoints:
-        saved = saved_run_config(path)
-        model, tokenizer = load_model(path)
-        model.to(device)
-        split = tokenize_file(input_path, tasks[0], tokenizer, saved["max_seq_len"])
-        collator = Collator(tokenizer.pad_token_id)
-        with tqdm(total=len(split), disable=not progress, desc=f"predict {path.name}",
-                  unit="ex") as bar:
-            predicted = predict_heads(model, split, collator,
-                                      batch_size or saved["eval_batch_size"],
-                                      device, amp_dtype, on_batch=bar.update, tasks=tasks)
+    for checkpoint in checkpoints:
+        predictor = checkpoint if isinstance(checkpoint, Predictor) else \
+            Predictor(checkpoint, precision=precision, batch_size=batch_size)
+        split = tokenize_file(input_path, tasks[0], predictor.tokenizer, predictor.max_seq_len)
+        with tqdm(total=len(split), disable=not progress,
+                  desc=f"predict {predictor.checkpoint.name}", unit="ex") as bar:
+            predicted = predict_heads(predictor.model, split, predictor.collator,
+                                      batch_size or predictor.batch_size, predictor.device,
+                                      predictor.amp_dtype, on_batch=bar.update, tasks=tasks)
         for name in names:
             outputs[name].append(predicted[name])
+    resolved = predictor.precision
     seconds = time.perf_counter() - started
     predicted = {name: ensemble(found) for name, found in outputs.items()}
     metrics = None

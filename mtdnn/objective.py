@@ -44,7 +44,7 @@ class BatchLoss:
 
 def batch_loss(model: MultiTaskModel, task: TaskDef, batch: dict[str, torch.Tensor],
                labels: torch.Tensor, smart: SmartConfig, adv_weight: float,
-               teacher: MeanTeacher | None = None) -> BatchLoss:
+               teacher: MeanTeacher | None = None, label_smoothing: float = 0.0) -> BatchLoss:
     """Forward one batch of ``task``; the task loss plus SMART's terms where they are on.
 
     Logged terms: ``adv_loss`` (R_s), ``adv_ratio`` (λ_s R_s ÷ task loss), ``delta_linf``
@@ -62,7 +62,7 @@ def batch_loss(model: MultiTaskModel, task: TaskDef, batch: dict[str, torch.Tens
         outputs, perturbable = model.clean_pass(task.name, batch, smart.perturb)
     else:
         outputs = model(task.name, **batch)
-    task_loss = task.task_type.loss(outputs, labels)
+    task_loss = task.task_type.loss(outputs, labels, label_smoothing=label_smoothing)
     result = BatchLoss(task_loss, task_loss.detach())
     scale = task_loss.detach().float().clamp_min(1e-12)
     if adv_weight:

@@ -83,5 +83,6 @@ SCHEDULES = {
 def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimizerConfig,
                     total_steps: int) -> LambdaLR:
     """The learning-rate schedule ``config.schedule`` over ``total_steps`` updates."""
-    warmup = int(config.warmup_ratio * total_steps)
+    warmup = config.warmup_steps if config.warmup_steps is not None else \
+        int(config.warmup_ratio * total_steps)
     return SCHEDULES[config.schedule](optimizer, warmup, total_steps, config)

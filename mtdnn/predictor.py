@@ -114,6 +114,20 @@ class Predictor:
                                                        strict=True)]
         return out
 
+    def predict_file(self, source: Any, output: str | Path, tasks: Sequence[str] | str,
+                     columns: dict[str, str] | None = None, fmt: str | None = None,
+                     overwrite: bool = False, progress: bool = False) -> dict[str, Any]:
+        """Score a data source as training reads it (canonical JSONL, a CSV, TSV or Parquet
+        file, or a :class:`~mtdnn.sources.DatasetSource`, with ``columns`` mapping the
+        tasks' fields to its columns) and write the predictions to ``output``: JSONL, CSV
+        (``.csv``, or ``fmt``) or a GLUE TSV. Returns the count, speed and, for labelled
+        input and one task, the metrics (also written beside the output)."""
+        from mtdnn.inference import predict_file
+
+        return predict_file([self], tasks, source, Path(output), self.batch_size, fmt,
+                            progress=progress, overwrite=overwrite, precision=self.precision,
+                            columns=columns)
+
     def _tasks(self, names: Sequence[str] | None, first: Example) -> list:
         if names is None:
             found = [t for t in self.tasks.values() if readable(first, t.inputs)]

@@ -21,15 +21,19 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from mtdnn.components import TaskData
 from mtdnn.config import TrainConfig, load_config
 from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
-from mtdnn.model import MultiTaskModel
-from mtdnn.task_def import TaskDef
+
+if TYPE_CHECKING:  # torch loads with the model, after the arguments are read
+    import torch
+
+    from mtdnn.components import TaskData
+    from mtdnn.model import MultiTaskModel
+    from mtdnn.task_def import TaskDef
 
 
 @dataclass
@@ -65,6 +69,8 @@ def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = N
 
 def probe(probed: Probed, epsilons: list[float], batches: int) -> list[dict]:
     """One row per ε: R_s, R_s ÷ task loss and ‖δ‖∞ in eval and in training mode."""
+    import torch  # noqa: F811 - at run time (the module-level import is for type hints)
+
     from mtdnn.components import choose_device
     from mtdnn.data import get_batch
     from mtdnn.objective import batch_loss
@@ -107,6 +113,8 @@ def dropout_bregman(probed: Probed, batches: int) -> dict[str, float]:
     """D_Breg(θ, θ) in training mode: 0 with the student's dropout masks (``shared``); with a
     teacher run without dropout (``off``) it is the dropout noise alone, the floor under
     every D_Breg such a run logs."""
+    import torch  # noqa: F811 - at run time (the module-level import is for type hints)
+
     from mtdnn.data import get_batch
     from mtdnn.objective import batch_loss
     from mtdnn.smart import MeanTeacher
@@ -148,6 +156,17 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def probe_config(path: str | None, task: str, overrides: list[str]) -> TrainConfig:
+    """The run config with its tasks narrowed to ``task``, as training reads them: a task
+    the config defines (its files, columns, inline definition) keeps its entry; another
+    is looked up in the task definitions."""
+    config = load_config(path, ["batch_size=16", *overrides]) if path or any(
+        o.startswith("tasks") for o in overrides) else None
+    if config is not None and task in config.tasks:
+        return dataclasses.replace(config, tasks={task: config.tasks[task]})
+    return load_config(path, [f"tasks=[{task}]", "batch_size=16", *overrides])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mtdnn.smart_probe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -169,8 +188,7 @@ def main(argv: list[str] | None = None) -> None:
                          key="--batches" if args.batches <= 0 else "--epsilon",
                          allowed="numbers > 0")
     logging.basicConfig(level=logging.WARNING)
-    config = load_config(args.config, [f"tasks=[{args.task}]", "batch_size=16",
-                                       *args.overrides])
+    config = probe_config(args.config, args.task, args.overrides)
     probed = load_probed(config, args.task, args.checkpoint)
     rows = probe(probed, args.epsilon, args.batches)
     print(f"SMART probe: task {args.task}, {args.batches} batches of "

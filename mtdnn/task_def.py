@@ -6,7 +6,7 @@ A task definition file maps task names to their definitions::
       type: classification
       labels: [entailment, not_entailment]
       inputs: [sentence1, sentence2]
-      metrics: [accuracy]
+      metrics: [accuracy]      # default: accuracy (classification), pearson, spearman
 
 Everything is validated at load; an error names the file, the task, the key and what is
 allowed.
@@ -132,6 +132,9 @@ def task_from_mapping(name: Any, spec: Any, source: str | Path | None,
     if not isinstance(spec, dict):
         raise MtdnnError(f"task '{name}': expected a mapping, found {type(spec).__name__}",
                          file=source, key=prefix)
+    kind = TASK_TYPES.get(spec.get("type"))
+    if "metrics" not in spec and kind is not None:  # e.g. accuracy for classification
+        spec = {**spec, "metrics": list(kind.default_metrics)}
     task = build(TaskDef, {"name": name, **spec}, source=source, prefix=prefix,
                  hidden=("name",))
     _validate(task, source)

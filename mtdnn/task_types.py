@@ -22,13 +22,13 @@ from typing import Any
 METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
 
 
-def _cross_entropy(logits: Any, labels: Any) -> Any:
+def _cross_entropy(logits: Any, labels: Any, label_smoothing: float = 0.0) -> Any:
     import torch.nn.functional as F
 
-    return F.cross_entropy(logits.float(), labels)
+    return F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
 
 
-def _mean_squared_error(scores: Any, labels: Any) -> Any:
+def _mean_squared_error(scores: Any, labels: Any, label_smoothing: float = 0.0) -> Any:
     import torch.nn.functional as F
 
     return F.mse_loss(scores.float().squeeze(-1), labels.float())
@@ -205,9 +205,11 @@ class TaskType:
     name: str
     labels: type[ClassLabels] | type[Scores]  # what a label is
     metrics: tuple[str, ...]
+    default_metrics: tuple[str, ...]  # a task definition that names none gets these
     divergences: tuple[str, ...]
     default_divergence: str
-    loss: Callable[[Any, Any], Any]  # (head outputs, targets) -> scalar loss
+    # (head outputs, targets, label_smoothing) -> scalar loss (regression ignores smoothing)
+    loss: Callable[..., Any]
     predict: Callable[[Any], Any]  # head outputs -> class probabilities | scores
     decide: Callable[[Any], Any]  # predict() output -> class index | score (numpy or torch)
     target_dtype: str  # torch dtype name of the training targets
@@ -218,6 +220,7 @@ TASK_TYPES: dict[str, TaskType] = {
         name="classification",
         labels=ClassLabels,
         metrics=("accuracy", "f1", "mcc"),
+        default_metrics=("accuracy",),
         divergences=("symmetric_kl",),
         default_divergence="symmetric_kl",
         loss=_cross_entropy,
@@ -229,6 +232,7 @@ TASK_TYPES: dict[str, TaskType] = {
         name="regression",
         labels=Scores,
         metrics=("pearson", "spearman"),
+        default_metrics=("pearson", "spearman"),
         divergences=("squared_error",),
         default_divergence="squared_error",
         loss=_mean_squared_error,

@@ -24,12 +24,14 @@ from tqdm.auto import tqdm
 
 from mtdnn._version import code_version
 from mtdnn.checkpoint import (
+    EXTENDABLE,
     RunState,
     copy_checkpoint,
     keep_recent,
     restore_training_state,
     resume_checkpoint,
     save_checkpoint,
+    saved_run_config,
     training_state,
     truncate_metrics,
 )
@@ -157,6 +159,14 @@ class TrainingRecipe:
         self.tasks = select_tasks(config)
         self.model, self.tokenizer = build_model(config, self.tasks, self.resume_from)
         check_lengths(config, self.tasks, self.model.encoder, self.tokenizer)
+        if config.gradient_checkpointing:
+            # non-reentrant: gradients also reach SMART's perturbation through inputs_embeds
+            encoder = self.model.encoder
+            if hasattr(encoder, "activation_checkpointing_enable"):  # transformers' newer name
+                encoder.activation_checkpointing_enable({"use_reentrant": False})
+            else:
+                encoder.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.to(self.device)
         self.distributed.broadcast_parameters(self.model)
         torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
@@ -210,6 +220,7 @@ class TrainingRecipe:
                 truncate_metrics(self.run_dir / "metrics.jsonl", self.state.step)
             log.info("resumed from %s at step %d (epoch %d)", self.resume_from,
                      self.state.step, self.state.epoch)
+            self._extend_schedule()
         self.writer = self.metrics_file = None
         self.stopped_early = False
         if self.main:
@@ -221,6 +232,24 @@ class TrainingRecipe:
         self.started, self.outside_training, self.examples = time.perf_counter(), 0.0, 0
         self.seconds_before, self.examples_before = (self.state.train_seconds,
                                                      self.state.train_examples)
+
+    def _extend_schedule(self) -> None:
+        """A run resumed with a larger max_steps, epochs or min_steps goes on under the
+        longer run's learning-rate schedule from the step it reached."""
+        saved = saved_run_config(self.resume_from)
+        grown = {key: (saved.get(key), getattr(self.config, key)) for key in EXTENDABLE
+                 if saved.get(key) != getattr(self.config, key)}
+        if not grown:
+            return
+        for group, base, factor in zip(self.optimizer.param_groups, self.scheduler.base_lrs,
+                                       self.scheduler.lr_lambdas, strict=True):
+            group["lr"] = base * factor(self.scheduler.last_epoch)
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        log.info("extending the run (%s) to %d steps: from step %d the learning rate follows "
+                 "the %d-step schedule (now %.3g)", ", ".join(
+                     f"{key} {old} → {new}" for key, (old, new) in grown.items()),
+                 self.total_steps, self.state.step + 1, self.total_steps,
+                 self.optimizer.param_groups[0]["lr"])
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -298,8 +327,9 @@ class TrainingRecipe:
             with autocast_context(self.device, self.amp_dtype):
                 result = batch_loss(self.ddp or self.model, self.tasks[ref.task], batch,
                                     labels, self.config.smart, self.adv_weights[ref.task],
-                                    self.teacher)
-            self.scaler.scale(result.loss * weight).backward()
+                                    self.teacher, self.config.label_smoothing)
+            loss_weight = self.config.tasks[ref.task].loss_weight
+            self.scaler.scale(result.loss * (weight * loss_weight)).backward()
         # Weighted by this rank's share: summed over ranks it is the global batch's loss.
         task_loss = result.task_loss.float() * share
         self.state.running[f"{ref.task}/loss"].append(task_loss)

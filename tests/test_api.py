@@ -187,3 +187,34 @@ def test_predictor_takes_numpy_and_pandas_and_refuses_bad_input_clearly(
             Predictor(sentence_and_pair_heads, batch_size=size)
     with pytest.raises(MtdnnError, match="unknown device"):
         Predictor(sentence_and_pair_heads, device="tpu")
+
+
+def test_prediction_reads_what_training_reads_and_writes_csv(
+        sentence_and_pair_heads: Path, tmp_path: Path) -> None:
+    """A CSV with other column names, as training takes it, through mtdnn-predict and
+    Predictor.predict_file; CSV out, the same probabilities as Predictor.predict."""
+    import csv
+
+    from mtdnn import Predictor
+    from mtdnn.cli import predict_main
+
+    source = tmp_path / "mine.csv"
+    source.write_text("premise,hypothesis\n" + "".join(f'"{a}","{b}"\n' for a, b in PAIRS))
+    predictor = Predictor(sentence_and_pair_heads, precision="fp32")
+    expected = predictor.predict(PAIRS, tasks=["rte"])
+    out = tmp_path / "predictions.csv"
+    predict_main(["--checkpoint", str(sentence_and_pair_heads), "--task", "rte", "--input",
+                  str(source), "--columns", "{sentence1: premise, sentence2: hypothesis}",
+                  "--output", str(out), "--precision", "fp32", "--no-progress"])
+    rows = list(csv.DictReader(out.open()))
+    assert [row["uid"] for row in rows] == ["row2", "row3"]
+    for row, want in zip(rows, expected, strict=True):
+        assert row["prediction"] == want["rte"]["prediction"]
+        for label, p in want["rte"]["probabilities"].items():
+            assert float(row[f"p({label})"]) == pytest.approx(p, abs=1e-5)
+    jsonl = tmp_path / "predictions.jsonl"
+    result = predictor.predict_file(source, jsonl, tasks=["rte"],
+                                    columns={"sentence1": "premise", "sentence2": "hypothesis"})
+    assert result["examples"] == 2
+    written = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [w["prediction"] for w in written] == [r["prediction"] for r in rows]

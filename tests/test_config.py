@@ -22,7 +22,7 @@ def test_shipped_experiments_are_valid(path: Path) -> None:
     assert experiment.publish_dir is None or experiment.publish_dir.startswith("results/")
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("*.yaml")),
+@pytest.mark.parametrize("path", sorted((REPO / "mtdnn" / "configs").glob("*.yaml")),
                          ids=lambda p: p.name)
 def test_shipped_train_configs_are_valid(path: Path) -> None:
     assert load_config(path).tasks

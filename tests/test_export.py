@@ -107,3 +107,42 @@ def test_an_encoder_without_bert_s_head_exports_with_portable_code(
     with torch.inference_mode():
         assert torch.allclose(loaded.eval()(**batch).logits, model("rte", **batch), atol=1e-5)
     assert loaded.config.id2label == {0: "entailment", 1: "not_entailment"}
+
+
+def test_a_single_task_export_has_a_model_card_and_pushes_to_the_hub(
+        stage_one: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The card names the base model, the library that loads the folder, the task's dev
+    metrics and data; --push-to-hub uploads the folder (the Hub call is checked, offline)."""
+    import huggingface_hub
+
+    from mtdnn.export import main
+
+    calls = []
+
+    class FakeApi:
+        def create_repo(self, repo_id, private=False, exist_ok=False):
+            calls.append(("create", repo_id, private, exist_ok))
+            return f"https://huggingface.co/{repo_id}"
+
+        def upload_folder(self, folder_path, repo_id, commit_message):
+            calls.append(("upload", sorted(p.name for p in Path(folder_path).iterdir()),
+                          repo_id))
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    out = tmp_path / "rte"
+    main(["--checkpoint", str(stage_one / "best"), "--task", "rte", "--out", str(out),
+          "--push-to-hub", "someone/mtdnn-rte", "--private"])
+    card = (out / "README.md").read_text()
+    front = card.split("---")[1]
+    assert "library_name: transformers" in front
+    assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in front
+    logged = json.loads((stage_one / "best" / "checkpoint.json").read_text())["metrics"]
+    row = next(line for line in card.splitlines() if line.startswith("| rte |"))
+    assert f"accuracy {100 * logged['rte']['accuracy']:.1f}" in row
+    assert "| mrpc |" not in card and "- rte: trained on" in card
+    assert calls[0] == ("create", "someone/mtdnn-rte", True, True)
+    assert calls[1][0] == "upload" and "README.md" in calls[1][1] and \
+        "config.json" in calls[1][1] and calls[1][2] == "someone/mtdnn-rte"
+    multi = tmp_path / "multi"
+    main(["--checkpoint", str(stage_one / "best"), "--all-tasks", "--out", str(multi)])
+    assert "library_name: mtdnn" in (multi / "README.md").read_text().split("---")[1]

@@ -36,10 +36,22 @@ missing runs), :mod:`~mtdnn.experiment.results` (tables, plots, publishing) and
 :mod:`~mtdnn.experiment.command` (the command line).
 """
 
+from typing import Any
+
 from mtdnn.experiment.command import main
 from mtdnn.experiment.config import ExperimentConfig, load_experiment
-from mtdnn.experiment.results import publish, write_report
-from mtdnn.experiment.runner import run_experiment
 
 __all__ = ["ExperimentConfig", "load_experiment", "main", "publish", "run_experiment",
            "write_report"]
+
+_LAZY = {"publish": "results", "write_report": "results", "run_experiment": "runner"}
+
+
+def __getattr__(name: str) -> Any:
+    """The runner and the results writers load torch: imported when first used, so that
+    the command answers --help and a bad key at once."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"mtdnn.experiment.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'mtdnn.experiment' has no attribute {name!r}")

@@ -8,10 +8,6 @@ from pathlib import Path
 from mtdnn.cli import parsed_with_logging
 from mtdnn.errors import add_debug_flag
 from mtdnn.experiment.config import load_experiment
-from mtdnn.experiment.grid import all_sizes, cells
-from mtdnn.experiment.jobs import work_left
-from mtdnn.experiment.results import publish, write_report
-from mtdnn.experiment.runner import rescore_agreement, run_experiment
 from mtdnn.files import make_output_dir
 
 
@@ -45,6 +41,12 @@ def main(argv: list[str] | None = None) -> None:
     add_debug_flag(parser)
     args = parsed_with_logging(parser, argv)
     config = load_experiment(args.config, [*args.overrides, *launcher_overrides(args)])
+    # after the config is read: --help and a bad key answer before torch loads
+    from mtdnn.experiment.grid import all_sizes, cells
+    from mtdnn.experiment.jobs import work_left
+    from mtdnn.experiment.results import publish, write_report
+    from mtdnn.experiment.runner import rescore_agreement, run_experiment
+
     if args.stages_only:
         run_experiment(config, stages_only=True)
         if args.publish:

@@ -308,7 +308,7 @@ def stage_run_keys(config: ExperimentConfig, name: str) -> dict[str, Any]:
     """The keys a stage trains with: its config file, with its ``train`` keys laid over it
     (its cosmetic keys too: a stage saves for resuming and logs as its config says)."""
     stage = config.stages[name]
-    base = load_mapping(stage.config) if stage.config else {}
+    base = load_mapping(stage.config, packaged=True) if stage.config else {}
     keys = merged(base, stage.train)
     keys.pop("output_dir", None)
     keys.pop("seed", None)

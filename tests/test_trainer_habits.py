@@ -1,0 +1,128 @@
+"""Habits users bring from Hugging Face Trainer: extending a finished run, gradient
+checkpointing, warm-up in steps, per-task loss weights and label smoothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import head_jsonl, read_metrics
+from mtdnn.config import load_config
+from mtdnn.trainer import TrainingRecipe, train
+
+
+def rte_keys(data: Path, encoder: Path, tmp_path: Path, *overrides: str) -> list[str]:
+    rows = head_jsonl(data / "rte/dev.jsonl", tmp_path / "rte.jsonl", 40)
+    return ["tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
+            f"encoder={encoder}", "batch_size=8", "progress_bar=false",
+            f"output_dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}",
+            "log_every_steps=1", "eval_every_epoch=false", "precision=fp32", *overrides]
+
+
+def test_a_finished_run_extended_goes_on_under_the_longer_schedule(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    keys = rte_keys(prepared_data, tiny_encoder_dir, tmp_path, "optimizer.lr=1e-4")
+    first = train(load_config(None, [*keys, "max_steps=12"]))
+    assert first["steps"] == 12
+    with caplog.at_level("INFO"):
+        longer = train(load_config(None, [*keys, "max_steps=24",
+                                          f"resume={tmp_path / 'run'}"]))
+    assert longer["steps"] == 24 and longer["resumed_from_step"] == 12
+    assert "extending the run (max_steps 12 → 24) to 24 steps: from step 13" in caplog.text
+    lrs = {e["step"]: e["lr"] for e in read_metrics(tmp_path / "run") if e["kind"] == "train"}
+    assert sorted(lrs) == list(range(1, 25))  # step 13 follows step 12, nothing repeated
+    assert lrs[12] == pytest.approx(0.0)  # the 12-step schedule had ended
+    warmup = int(0.1 * 24)
+    for step in (13, 18, 24):  # the 24-step linear schedule after its warm-up
+        assert lrs[step] == pytest.approx(1e-4 * (24 - step) / (24 - warmup))
+    # shrinking a run is not an extension
+    from mtdnn.errors import MtdnnError
+
+    with pytest.raises(MtdnnError, match="the run to resume has max_steps=24, this one 6"):
+        train(load_config(None, [*keys, "max_steps=6", f"resume={tmp_path / 'run'}"]))
+
+
+def recipe(keys: list[str]) -> TrainingRecipe:
+    from mtdnn.distributed import init_distributed
+
+    made = TrainingRecipe(load_config(None, keys), init_distributed("cpu"))
+    made.setup()
+    return made
+
+
+def first_step_gradient(made: TrainingRecipe) -> tuple[float, torch.Tensor]:
+    """The first step's task loss and gradient norm (before clipping)."""
+    made.sampler.load_state_dict(made.state.sampler_state)
+    refs = made.sampler.plan_epoch()[0]
+    losses = made.backward(refs)
+    norm = torch.nn.utils.clip_grad_norm_(made.model.parameters(), float("inf"))
+    return float(losses[0][1]), norm
+
+
+def test_loss_weight_scales_a_tasks_gradient_and_not_its_logged_loss(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    base = rte_keys(prepared_data, tiny_encoder_dir, tmp_path, "max_steps=2")
+    loss, norm = first_step_gradient(recipe([*base, f"output_dir={tmp_path / 'a'}"]))
+    weighted_loss, weighted_norm = first_step_gradient(recipe(
+        [*base, f"output_dir={tmp_path / 'b'}", "tasks.rte.loss_weight=2.5"]))
+    assert weighted_loss == pytest.approx(loss)
+    assert float(weighted_norm) == pytest.approx(2.5 * float(norm), rel=1e-5)
+
+
+def test_label_smoothing_reaches_the_loss(prepared_data: Path, tiny_encoder_dir: Path,
+                                          tmp_path: Path) -> None:
+    import torch.nn.functional as F
+
+    base = rte_keys(prepared_data, tiny_encoder_dir, tmp_path, "max_steps=2")
+    made = recipe([*base, "label_smoothing=0.3"])
+    made.sampler.load_state_dict(made.state.sampler_state)
+    ref = made.sampler.plan_epoch()[0][0]
+    from mtdnn.data import get_batch
+
+    data = made.data["rte"]
+    batch = get_batch(data.train, ref.indices, data.collator)
+    labels = batch.pop("labels")
+    made.model.eval()  # no dropout: the same outputs twice
+    with torch.no_grad():
+        logits = made.model("rte", **batch)
+    from mtdnn.objective import batch_loss
+
+    with torch.no_grad():
+        smoothed = batch_loss(made.model, made.tasks["rte"], batch, labels, made.config.smart,
+                              0.0, None, made.config.label_smoothing).task_loss
+    assert float(smoothed) == pytest.approx(float(F.cross_entropy(
+        logits, labels, label_smoothing=0.3)), rel=1e-5)
+    assert float(smoothed) != pytest.approx(float(F.cross_entropy(logits, labels)), rel=1e-4)
+
+
+def test_gradient_checkpointing_is_on_and_changes_no_number(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    base = rte_keys(prepared_data, tiny_encoder_dir, tmp_path, "max_steps=2")
+    plain = recipe([*base, f"output_dir={tmp_path / 'a'}"])
+    loss, norm = first_step_gradient(plain)
+    checkpointed = recipe([*base, f"output_dir={tmp_path / 'b'}", "gradient_checkpointing=true"])
+    loss_c, norm_c = first_step_gradient(checkpointed)
+    assert checkpointed.model.encoder.is_activation_checkpointing
+    assert not plain.model.encoder.is_activation_checkpointing
+    assert loss_c == pytest.approx(loss) and float(norm_c) == pytest.approx(float(norm), rel=1e-5)
+
+
+def test_warmup_steps_replace_the_warmup_ratio() -> None:
+    from mtdnn.config import OptimizerConfig
+    from mtdnn.optimization import build_scheduler
+
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=1.0)
+    scheduler = build_scheduler(optimizer, OptimizerConfig(warmup_ratio=0.5, warmup_steps=4),
+                                total_steps=100)
+    lrs = []
+    for _ in range(5):
+        lrs.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0])  # 4 steps, not 50
+    assert json.dumps(lrs)  # plain floats
