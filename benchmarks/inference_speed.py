@@ -48,7 +48,7 @@ def make_checkpoint(work: Path, layers: int, batch_size: int) -> Path:
 def ours(args: argparse.Namespace) -> dict:
     import torch
 
-    from mtdnn.inference import predict_file
+    from mtdnn.predictor import predict_file
 
     torch.set_num_threads(THREADS)
     out = args.work / "ours.jsonl"

@@ -24,7 +24,8 @@ from data_prep.subsets import (
     sizes_from_percents,
     subset_dir,
 )
-from mtdnn.errors import Interrupted, MtdnnError, add_debug_flag, run_cli
+from mtdnn.commandline import add_debug_flag, command_parser, run_cli
+from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import check_output, read_jsonl
 from mtdnn.task_def import PACKAGED, load_task_defs
 
@@ -32,8 +33,7 @@ DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sourc
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m data_prep", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("data_prep", __doc__)
     parser.add_argument("--task-defs", nargs="+", default=[PACKAGED],
                         help="task definition files or folders (default: packaged, the "
                              "shipped ones)")

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_write_text, is_disk_full, read_json, sha256_of, write_error
+from mtdnn.errors import MtdnnError, is_disk_full
+from mtdnn.files import atomic_write_text, read_json, sha256_of, write_error
 from mtdnn.task_def import TaskDef
 from mtdnn.task_types import LabelError
 

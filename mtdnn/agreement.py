@@ -25,7 +25,6 @@ The experiment runner's ``agreement`` key computes the breakdown after each run
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -35,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
+from mtdnn.commandline import add_debug_flag, command_parser, run_cli
+from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_json, atomic_write_text, check_output, read_jsonl
 
 if TYPE_CHECKING:
@@ -334,8 +334,7 @@ def json_safe(results: dict[str, dict[str, dict[str, float]]]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mtdnn.agreement", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("mtdnn.agreement", __doc__)
     add_debug_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     report = commands.add_parser("report", help="accuracy and KL by agreement level")

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
-from mtdnn.errors import add_debug_flag, run_cli
+from mtdnn.commandline import add_debug_flag, parsed_with_logging, run_cli
 
 TRAIN_HELP = """Train: multi-task stage and per-task fine-tuning are the same command; the
 second sets init_checkpoint=<run>/best. Config keys come from --config (a YAML file, or a
@@ -39,16 +38,6 @@ prediction per example. With labels and one task, the task's metrics are printed
 written to <output>.metrics.json. --format glue writes a GLUE submission TSV
 (index<TAB>prediction).
 """
-
-
-def parsed_with_logging(parser: argparse.ArgumentParser,
-                        argv: list[str] | None) -> argparse.Namespace:
-    """A ``key=value`` command's arguments (its flags may sit among the overrides), with
-    its progress logged at INFO in the one format the commands share."""
-    args = parser.parse_intermixed_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
-                        datefmt="%H:%M:%S")
-    return args
 
 
 def train_main(argv: list[str] | None = None) -> None:
@@ -105,7 +94,7 @@ def predict_main(argv: list[str] | None = None) -> None:
     add_debug_flag(parser)
     args = parser.parse_args(argv)
     source, columns = prediction_source(args.input, args.columns)
-    from mtdnn.inference import predict_file  # after the arguments: --help answers at once
+    from mtdnn.predictor import predict_file  # after the arguments: --help answers at once
 
     result = predict_file(args.checkpoint, args.task, source, args.output,
                           args.batch_size, args.format, progress=not args.no_progress,

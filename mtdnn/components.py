@@ -150,8 +150,8 @@ def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[st
         raise MtdnnError(f"no dev metric '{best_metric}'", key="best_metric", allowed=allowed)
 
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "last", "best", "tensorboard",
-             "checkpoints")
+RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "train.log", "last", "best",
+             "tensorboard", "checkpoints")
 
 
 def check_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
@@ -194,7 +194,6 @@ def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
     for leftover in run_dir.glob(".*.tmp"):  # a save that a kill interrupted
         shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink()
     atomic_write_text(run_dir / "config.yaml", config_to_yaml(config))
-    log.info("resolved config:\n%s", config_to_yaml(config))
     return run_dir
 
 

@@ -377,9 +377,20 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
     for override in overrides:
         # Normalise between overrides so that `tasks=[rte] tasks.rte.dev=x` works.
         apply_override(_normalise(data), override)
+        dropped_task(data, override)
     # ... and what is wrong only after the overrides names the command line.
     return warn_inert_preset(
         config_from_dict(data, "command line" if overrides or path is None else path))
+
+
+def dropped_task(data: dict[str, Any], override: str) -> None:
+    """``tasks.<name>=null`` on the command line takes the task out of the run."""
+    key, _, value = override.partition("=")
+    parts = key.strip().split(".")
+    tasks = data.get("tasks")
+    if len(parts) == 2 and parts[0] == "tasks" and value.strip() in ("null", "~", "") \
+            and isinstance(tasks, dict):
+        tasks.pop(parts[1], None)
 
 
 def config_to_yaml(config: TrainConfig) -> str:

@@ -2,15 +2,14 @@
 
 A user error names where it happened (file, line or key), what was found and what is
 allowed. Command-line entry points print it as one paragraph and exit non-zero, without
-a traceback unless ``--debug`` is given.
+a traceback unless ``--debug`` is given (:mod:`mtdnn.commandline`).
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
+import errno
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -56,50 +55,21 @@ class Interrupted(MtdnnError):
     exit_code = INTERRUPTED_EXIT_CODE
 
 
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+DISK_FULL_WORDS = ("No space left on device", "File too large", "Disk quota exceeded")
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk (or the file-size limit) is full, whatever library
+    raised it: Python's OSError, safetensors' and torch's own error types."""
+    if isinstance(error, OSError) and error.errno in DISK_FULL:
+        return True
+    return any(words in str(error) for words in DISK_FULL_WORDS)
+
+
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
     """`` (did you mean 'x'?)`` for a close match among ``choices``, else ``""``."""
     import difflib
 
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def add_debug_flag(parser: Any) -> None:
-    """``--debug`` in a command's help (:func:`run_cli` reads it wherever it appears)."""
-    parser.add_argument("--debug", action="store_true",
-                        help="show the full traceback of an error")
-
-
-def run_cli(main: Callable[[list[str] | None], T], argv: list[str] | None = None) -> T:
-    """Run a CLI ``main``, turning :class:`MtdnnError` into a message and exit code 2.
-
-    Ctrl-C prints one line and exits with 130; a full disk met outside mtdnn's own writers
-    is still one line. ``--debug`` anywhere in argv re-raises with the full traceback.
-    """
-    from mtdnn.files import is_disk_full
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
-    if debug:
-        args.remove("--debug")
-    try:
-        return main(args)
-    except MtdnnError as error:
-        if debug:
-            raise
-        print(f"error: {error.format()}", file=sys.stderr)
-        raise SystemExit(getattr(error, "exit_code", USER_ERROR_EXIT_CODE)) from None
-    except KeyboardInterrupt:
-        if debug:
-            raise
-        print("error: interrupted; outputs are written whole or not at all, so nothing "
-              "half-written was left", file=sys.stderr)
-        raise SystemExit(INTERRUPTED_EXIT_CODE) from None
-    except Exception as error:
-        if debug or not is_disk_full(error):
-            raise
-        where = getattr(error, "filename", None)
-        print(f"error: {where or 'a file being written'}: cannot write: the disk is full (or "
-              "the file-size limit was reached) (allowed: free some space, or write "
-              "somewhere else)", file=sys.stderr)
-        raise SystemExit(USER_ERROR_EXIT_CODE) from None

@@ -20,11 +20,11 @@ agree, otherwise the error names the encoder.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
+from mtdnn.commandline import add_debug_flag, command_parser, run_cli
+from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, check_output
 
 if TYPE_CHECKING:  # torch and transformers load when a model does, not for --help
@@ -261,8 +261,7 @@ def export_all_tasks(checkpoint: Path, out: Path, overwrite: bool = False) -> Pa
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mtdnn.export", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("mtdnn.export", __doc__)
     parser.add_argument("--checkpoint", type=Path, required=True,
                         help="checkpoint folder written by train.py (e.g. runs/rte/best)")
     which = parser.add_mutually_exclusive_group(required=True)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from mtdnn.errors import MtdnnError
+from mtdnn.errors import MtdnnError, is_disk_full
 
 
 def sha256_of(path: str | Path) -> str:
@@ -94,18 +94,6 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(obj, dict):
                 raise MtdnnError("expected a JSON object per line", file=path, line=number)
             yield number, obj
-
-
-DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
-DISK_FULL_WORDS = ("No space left on device", "File too large", "Disk quota exceeded")
-
-
-def is_disk_full(error: BaseException) -> bool:
-    """Whether ``error`` says the disk (or the file-size limit) is full, whatever library
-    raised it: Python's OSError, safetensors' and torch's own error types."""
-    if isinstance(error, OSError) and error.errno in DISK_FULL:
-        return True
-    return any(words in str(error) for words in DISK_FULL_WORDS)
 
 
 def write_error(path: Path, error: BaseException) -> MtdnnError:

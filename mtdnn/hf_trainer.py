@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from mtdnn.commandline import run_cli
 from mtdnn.config import TrainConfig
 from mtdnn.data import read_examples
-from mtdnn.errors import run_cli
 from mtdnn.files import atomic_write_json
 from mtdnn.metrics import compute_metrics
 from mtdnn.model import resolve_encoder

@@ -85,23 +85,27 @@ def _convert(tp: Any, value: Any, source: str | Path | None, key: str) -> Any:
         if not isinstance(value, dict):
             fail()
         return build(tp, value, source=source, prefix=key)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        fail()
+    if tp in (bool, float, int, str):
+        return _scalar(tp, value, source, key, fail)
+    raise TypeError(f"schema: unsupported field type {tp!r} for {key}")
+
+
+def _scalar(tp: type, value: Any, source: str | Path | None, key: str,
+            fail: typing.Callable[[], typing.NoReturn]) -> Any:
+    """A YAML scalar as ``tp``: an int is a float, a number written as a string (YAML 1.1
+    reads 3e-5 so) is one too, and a boolean is not a string (``yes``/``no``)."""
+    if tp is bool and isinstance(value, bool):
+        return value
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 3e-5 (no dot) as a string
+        if isinstance(value, str):
             try:
                 return float(value)
             except ValueError:
                 pass
-        fail()
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        fail()
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
     if tp is str:
         if isinstance(value, str):
             return value
@@ -110,8 +114,7 @@ def _convert(tp: Any, value: Any, source: str | Path | None, key: str) -> Any:
                 f"found {value!r} (a boolean: YAML reads unquoted yes/no/on/off/true/false as "
                 "booleans), expected a string", file=source, key=key,
                 allowed="quote it, e.g. labels: ['yes', 'no']")
-        fail()
-    raise TypeError(f"schema: unsupported field type {tp!r} for {key}")
+    fail()
 
 
 def build(cls: type[T], data: dict[str, Any] | None, *, source: str | Path | None = None,

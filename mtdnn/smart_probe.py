@@ -15,7 +15,6 @@ the same random start, so the rows compare like with like.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import sys
@@ -25,8 +24,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mtdnn.commandline import add_debug_flag, command_parser, run_cli
 from mtdnn.config import TrainConfig, load_config
-from mtdnn.errors import MtdnnError, add_debug_flag, run_cli
+from mtdnn.errors import MtdnnError
 
 if TYPE_CHECKING:  # torch loads with the model, after the arguments are read
     import torch
@@ -168,8 +168,7 @@ def probe_config(path: str | None, task: str, overrides: list[str]) -> TrainConf
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mtdnn.smart_probe", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("mtdnn.smart_probe", __doc__)
     parser.add_argument("--task", required=True, help="the task whose train file is probed")
     parser.add_argument("--checkpoint", type=Path,
                         help="a checkpoint to probe (default: the encoder, a fresh head)")

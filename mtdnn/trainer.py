@@ -86,6 +86,7 @@ def checkpoint_due(config: TrainConfig, step: int, total_steps: int, epoch_end: 
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training as configured; returns the best and last dev metrics and paths."""
     distributed = init_distributed("cuda" if use_cuda(config) else "cpu")
+    recipe = None
     try:
         recipe = TrainingRecipe(config, distributed)
         recipe.setup()
@@ -93,7 +94,25 @@ def train(config: TrainConfig) -> dict[str, Any]:
     except KeyboardInterrupt:
         raise interrupted(Path(config.output_dir)) from None
     finally:
+        if getattr(recipe, "run_log", None) is not None:
+            logging.getLogger().removeHandler(recipe.run_log)
+            recipe.run_log.close()
         shutdown(distributed)
+
+
+def attach_run_log(run_dir: Path, config: TrainConfig) -> logging.Handler:
+    """Everything the run logs, also in ``<run>/train.log`` (appended to when resumed),
+    which opens with the full resolved config; the screen gets a one-line summary."""
+    handler = logging.FileHandler(run_dir / "train.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
+                                           datefmt="%Y-%m-%d %H:%M:%S"))
+    handler.stream.write(f"resolved config:\n{config_to_yaml(config)}\n")
+    logging.getLogger().addHandler(handler)
+    smart = "SMART " + (config.smart.preset or "on") if config.smart.enabled else "no SMART"
+    log.info("run %s: tasks %s; encoder %s; seed %d; %s; full config and log in %s",
+             run_dir, ", ".join(config.tasks), config.encoder, config.seed, smart,
+             run_dir / "train.log")
+    return handler
 
 
 def interrupted(run_dir: Path) -> Interrupted:
@@ -135,6 +154,7 @@ class TrainingRecipe:
         """Check everything, then build; the run folder is written last, so a failed start
         leaves nothing that looks like a run (and an old run is replaced only then)."""
         config = self.config
+        self.run_log: logging.Handler | None = None
         self.resume_from = resume_checkpoint(config.resume)
         self.device, precision = choose_device(config, self.distributed.local_rank)
         # The resolved precision is what config.yaml records (and what a resume must match).
@@ -149,6 +169,7 @@ class TrainingRecipe:
         self._setup_optimizer()
         self.run_dir = (start_run_dir(config, self.resume_from) if self.main
                         else Path(config.output_dir))
+        self.run_log = attach_run_log(self.run_dir, config) if self.main else None
         self._setup_state()
         if config.compile:
             # After the teacher's copy: the compiled forward belongs to the student alone.
@@ -394,6 +415,14 @@ class TrainingRecipe:
         state.running.clear()
         progress.set_postfix({k.split("/")[0]: f"{v:.3f}" for k, v in means.items()
                               if k.endswith("/loss")}, refresh=False)
+        tenth = max(1, self.total_steps // 10)
+        if not self.config.progress_bar and self.main and (
+                state.step // tenth > (state.step - self.config.log_every_steps) // tenth
+                or state.step == self.total_steps):
+            # no bar: a line every tenth of the run, naming it (grids run many at once)
+            log.info("%s: step %d of %d, loss %s", self.run_dir, state.step, self.total_steps,
+                     ", ".join(f"{k.split('/')[0]} {v:.3f}" for k, v in means.items()
+                               if k.endswith("/loss")))
         if not self.main:
             return
         lr, step = self.scheduler.get_last_lr()[0], state.step

@@ -717,7 +717,7 @@ CASES = [
          interrupt=interrupt_at("torch.nn.utils.clip_grad_norm_"), allowed_new=("run",)),
     Case("interrupt", "Ctrl-C in prediction", "predict", lambda t, c: predict_args(t, c),
          "out.jsonl: interrupted; no predictions were written", code=130,
-         interrupt=interrupt_at("mtdnn.inference.predict_heads")),
+         interrupt=interrupt_at("mtdnn.predictor.predict_heads")),
     Case("interrupt", "Ctrl-C in data preparation", "data_prep",
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW * 3),
          "out: interrupted; the output folder is as it was", code=130,
@@ -887,7 +887,7 @@ LIMITED_CHILD = """
 import sys
 sys.path[:0] = [{repo!r}, {tests!r}]
 from bad_input_cases import main_of
-from mtdnn.errors import run_cli
+from mtdnn.commandline import run_cli
 run_cli(main_of(sys.argv[1]), sys.argv[2:])
 """
 
@@ -908,7 +908,7 @@ def run_case(case: Case, tmp: Path, context: dict) -> tuple[int, str, list[str]]
     """Run one case (in process, or in a child for a file-size limit); return the exit
     code, stderr and what it broke: earlier files changed or deleted under ``tmp`` or the
     context run, and new files outside the case's ``allowed_new`` folders."""
-    from mtdnn.errors import run_cli
+    from mtdnn.commandline import run_cli
 
     argv = case.setup(tmp, context)
     watched = (tmp, Path(context["run"]).parent)

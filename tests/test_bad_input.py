@@ -67,7 +67,7 @@ def test_outputs_follow_the_umask(context: dict, tmp_path: Path) -> None:
     would give under the user's umask, not mkstemp's 0600 / mkdtemp's 0700."""
     from bad_input_cases import GOOD_EXAMPLE, export_args, main_of, subsets_args, write
 
-    from mtdnn.errors import run_cli
+    from mtdnn.commandline import run_cli
 
     old = os.umask(0o022)
     try:

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import REPO, head_jsonl
-from mtdnn.inference import predict_file
+from mtdnn.predictor import predict_file
 
 
 def test_exported_task_scores_like_predict(stage_one: Path, small_tasks: list[str],

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import head_jsonl
-from mtdnn.errors import run_cli
+from mtdnn.commandline import run_cli
 from mtdnn.smart_probe import main
 
 

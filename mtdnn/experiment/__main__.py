@@ -1,6 +1,6 @@
 """``python -m mtdnn.experiment``."""
 
-from mtdnn.errors import run_cli
+from mtdnn.commandline import run_cli
 from mtdnn.experiment.command import main
 
 if __name__ == "__main__":

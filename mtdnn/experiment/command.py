@@ -1,22 +1,29 @@
-"""``python -m mtdnn.experiment``: run, report, rescore or publish an experiment."""
+"""Run a grid of arms × tasks × subsets × seeds from an experiment YAML, and write its tables.
+
+    mtdnn-experiment --config experiments/domain_adaptation.yaml [key=value ...]
+    mtdnn-experiment --config ... --report-only   # tables from finished runs only
+    mtdnn-experiment --config ... --publish       # also copy records and tables into
+                                                  # publish_dir (tracked)
+    mtdnn-experiment --config ... --jobs 4        # 4 jobs at once on this machine
+    mtdnn-experiment --config ... --launcher slurm   # or: --launcher ray
+
+Each finished run leaves a result.json (its record); a run with a record is skipped and an
+interrupted one resumes from its last checkpoint. Results: results.csv, results.md and
+results.png in output_dir. The YAML's keys: README, "Experiments: many runs, one table".
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from mtdnn.cli import parsed_with_logging
-from mtdnn.errors import add_debug_flag
+from mtdnn.commandline import add_debug_flag, command_parser, parsed_with_logging
 from mtdnn.experiment.config import load_experiment
 from mtdnn.files import make_output_dir
 
 
 def main(argv: list[str] | None = None) -> None:
-    from mtdnn import experiment
-
-    parser = argparse.ArgumentParser(prog="python -m mtdnn.experiment",
-                                     description=experiment.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("mtdnn.experiment", __doc__)
     parser.add_argument("--config", help="experiment YAML (experiments/*.yaml)")
     parser.add_argument("--report-only", action="store_true",
                         help="write the results files from the finished runs and print "

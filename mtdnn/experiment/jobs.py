@@ -10,14 +10,21 @@ process pool, Slurm or Ray can call it.
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from mtdnn._version import code_version
+from mtdnn.checkpoint import continue_keys, keep_model_only
+from mtdnn.config import config_from_dict, merged
 from mtdnn.engines import Job, Outcome, run_jobs
 from mtdnn.errors import MtdnnError
-from mtdnn.experiment.config import ExperimentConfig, stage_of
-from mtdnn.experiment.grid import Cell, all_sizes, cells
+from mtdnn.experiment.config import MULTITASK, ExperimentConfig, arm_train_keys, stage_of
+from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
 from mtdnn.experiment.records import (
     RECORD,
     find_record,
@@ -29,6 +36,8 @@ from mtdnn.experiment.records import (
     stage_trained,
     start_fingerprints,
 )
+from mtdnn.files import atomic_write_json
+from mtdnn.schema import to_dict
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +115,6 @@ def run_job(config: ExperimentConfig, what: tuple, after: Any = None,
 
 def run_cell_job(config: ExperimentConfig, cell: Cell) -> dict[str, Any]:
     """A cell: its record if finished, copied in if ``reuse_from`` holds it, else trained."""
-    from mtdnn.experiment.runner import run_cell
-
     done = find_record(config, cell.folder)
     if done is not None:
         return read_record(done)
@@ -136,3 +143,107 @@ def start_point(config: ExperimentConfig, cell: Cell) -> tuple[Path | None, str 
         raise MtdnnError(f"stage {stage} seed {cell.stage_seed} is not trained here",
                          file=folder, allowed="run the grid again: its stage job trains it")
     return build_stage(config, stage, cell.stage_seed)
+
+
+SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
+
+
+def logged_evaluations(run_dir: Path) -> list[dict[str, Any]]:
+    """Every dev evaluation of a run (step, epoch, metrics): the learning curve, kept in the
+    record so that a published record shows whether the run had converged."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [{"step": e["step"], "epoch": e["epoch"], "metrics": e["metrics"]}
+            for e in entries if e.get("kind") == "eval"]
+
+
+def logged_smart_terms(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Median and maximum over a run's log lines of each SMART term it logged: the
+    evidence that a regulariser was active, and how strong it was next to the task loss."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return {}
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    found = {}
+    for name in SMART_TERMS:
+        found_values = [e[name] for e in entries if e.get("kind") == "train" and name in e]
+        if found_values:
+            found[name] = {"median": float(np.median(found_values)),
+                           "max": float(np.max(found_values))}
+    return found
+
+
+def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+             init: Path | None, folder: Path) -> dict[str, Any]:
+    keys = merged(config.train, config.arms[cell.arm].train)
+    if cell.task != MULTITASK:
+        keys["tasks"] = {cell.task: {"train": entry["file"],
+                                     "dev": task_file(config, cell.task, "dev")}}
+    # the experiment's data_dir, unless the training keys name their own
+    return {**keys, "data_dir": keys.get("data_dir", config.data_dir), "seed": cell.seed,
+            "output_dir": str(folder),
+            "init_checkpoint": None if init is None else str(init), **continue_keys(folder)}
+
+
+def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
+             init: Path | None, fingerprint: str | None) -> dict[str, Any]:
+    """Train one run (resuming it if it was interrupted); write its record."""
+    folder = Path(config.output_dir) / cell.folder
+    keys = run_keys(config, cell, entry, init, folder)
+    started = time.perf_counter()
+    if config.arms[cell.arm].backend == "hf_trainer":
+        from mtdnn.hf_trainer import run_config
+
+        keys = {k: v for k, v in keys.items() if k not in ("resume", "overwrite")}
+        resolved = config_from_dict(keys, source=f"run {folder}")
+        summary = run_config(resolved, folder)
+    else:
+        from mtdnn.trainer import train
+
+        resolved = config_from_dict(keys, source=f"run {folder}")
+        summary = train(resolved)
+    record = {"arm": cell.arm, "task": cell.task, "subset": cell.subset,
+              "train_size": entry["size"], "seed": cell.seed,
+              **({"stage_seed": cell.stage_seed} if cell.stage_seed is not None else {}),
+              "backend": config.arms[cell.arm].backend, "start_fingerprint": fingerprint,
+              "train_keys": arm_train_keys(config, cell.arm),
+              "train_file": entry["file"] if cell.task != MULTITASK else None,
+              "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
+              else None, "precision": summary["precision"], "steps": summary["steps"],
+              "metrics": summary["last"]["metrics"], "evaluations": logged_evaluations(folder),
+              "smart_terms": logged_smart_terms(folder),
+              # what ran, readable without the preset table of its day
+              "smart_settings": to_dict(resolved.smart) if resolved.smart.enabled else None,
+              "teacher_start_share": summary.get("teacher_start_share"),
+              "dev_entropy": summary["last"].get("entropy"),
+              "code_version": summary.get("code_version") or code_version(),
+              "train_examples_per_s": summary["train_examples_per_s"],
+              "train_seconds": summary.get("train_seconds"),
+              "resumed_from_step": summary.get("resumed_from_step", 0),
+              "machine": summary.get("machine"),
+              "wall_seconds": round(time.perf_counter() - started, 1)}
+    if agreement_applies(config, cell):
+        record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])
+    atomic_write_json(folder / RECORD, record)
+    if config.finished_runs_keep == "model":
+        keep_model_only(folder)
+    return record
+
+
+def agreement_applies(config: ExperimentConfig, cell: Cell) -> bool:
+    spec = config.agreement.get(cell.task)
+    return (spec is not None and config.arms[cell.arm].backend == "mtdnn"
+            and (spec.subsets is None or cell.subset in spec.subsets))
+
+
+def agreement_breakdown(config: ExperimentConfig, cell: Cell, folder: Path,
+                        precision: str) -> dict[str, Any]:
+    """The Figure 2 breakdown of the run's final model (``folder/last``)."""
+    from mtdnn.agreement import model_breakdown
+    from mtdnn.predictor import Predictor
+
+    spec = config.agreement[cell.task]
+    return model_breakdown(Predictor(folder / "last", precision=precision), cell.task,
+                           [Path(f) for f in spec.rows], Path(spec.chaosnli))

@@ -117,9 +117,17 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
             f"agreement\n\nMean ± std over each arm's runs; plot: {plot_path.name}.\n\n"
             + agreement.table(means, spread))
     base = baseline if baseline in runs else next(iter(runs))
-    others = [arm for arm in runs if arm != base]
+    return text + agreement_differences(keyed, list(runs), base)
+
+
+def agreement_differences(keyed: Any, arms: list[str], base: str) -> str:
+    """Each arm's breakdown minus ``base``'s, with Welch's p; ``keyed(arm, level,
+    measure)`` gives an arm's runs' values."""
+    from mtdnn import agreement
+
+    others = [arm for arm in arms if arm != base]
     if not others:
-        return text
+        return ""
     heads = {"accuracy": "accuracy", "kl_100": "KL to 100", "kl_100_tempered": "KL at T"}
     columns = [("accuracy", level) for level in agreement.LEVELS] + [
         (m, level) for m in ("kl_100", "kl_100_tempered") for level in agreement.ANNOTATED]
@@ -134,7 +142,7 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     for arm in others:
         lines.append(f"| {arm} − {base} | " + " | ".join(
             gap(arm, m, level) for m, level in columns) + " |")
-    return (text + f"\nDifferences from {base} (accuracy in points, KL in nats; "
+    return (f"\nDifferences from {base} (accuracy in points, KL in nats; "
             f"{report.WELCH_UNITS}; {len(others) * len(columns)} comparisons, not corrected "
             "for multiple comparisons):\n\n" + "\n".join(lines) + "\n")
 

@@ -1,27 +1,21 @@
-"""Running a grid: the runs checked, the missing ones handed to a launcher as jobs, each
-trained (or reused) and recorded (:func:`run_cell`), then the results files."""
+"""Running a grid: the runs checked, the missing ones handed to a launcher as jobs
+(:mod:`mtdnn.experiment.jobs`), then the results files."""
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from mtdnn._version import code_version
-from mtdnn.checkpoint import continue_keys, keep_model_only
-from mtdnn.config import config_from_dict, merged
+from mtdnn.checkpoint import keep_model_only
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import (
     MULTITASK,
     ExperimentConfig,
-    arm_train_keys,
     check_agreement_files,
 )
 from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
+from mtdnn.experiment.jobs import agreement_applies, agreement_breakdown, launch, plan
 from mtdnn.experiment.records import (
     RECORD,
     allowed_fingerprints,
@@ -35,110 +29,6 @@ from mtdnn.files import atomic_write_json, check_output_folder, make_output_dir
 from mtdnn.schema import to_dict
 
 log = logging.getLogger(__name__)
-
-
-SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
-
-
-def logged_evaluations(run_dir: Path) -> list[dict[str, Any]]:
-    """Every dev evaluation of a run (step, epoch, metrics): the learning curve, kept in the
-    record so that a published record shows whether the run had converged."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    return [{"step": e["step"], "epoch": e["epoch"], "metrics": e["metrics"]}
-            for e in entries if e.get("kind") == "eval"]
-
-
-def logged_smart_terms(run_dir: Path) -> dict[str, dict[str, float]]:
-    """Median and maximum over a run's log lines of each SMART term it logged: the
-    evidence that a regulariser was active, and how strong it was next to the task loss."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return {}
-    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    found = {}
-    for name in SMART_TERMS:
-        found_values = [e[name] for e in entries if e.get("kind") == "train" and name in e]
-        if found_values:
-            found[name] = {"median": float(np.median(found_values)),
-                           "max": float(np.max(found_values))}
-    return found
-
-
-def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
-             init: Path | None, folder: Path) -> dict[str, Any]:
-    keys = merged(config.train, config.arms[cell.arm].train)
-    if cell.task != MULTITASK:
-        keys["tasks"] = {cell.task: {"train": entry["file"],
-                                     "dev": task_file(config, cell.task, "dev")}}
-    # the experiment's data_dir, unless the training keys name their own
-    return {**keys, "data_dir": keys.get("data_dir", config.data_dir), "seed": cell.seed,
-            "output_dir": str(folder),
-            "init_checkpoint": None if init is None else str(init), **continue_keys(folder)}
-
-
-def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
-             init: Path | None, fingerprint: str | None) -> dict[str, Any]:
-    """Train one run (resuming it if it was interrupted); write its record."""
-    folder = Path(config.output_dir) / cell.folder
-    keys = run_keys(config, cell, entry, init, folder)
-    started = time.perf_counter()
-    if config.arms[cell.arm].backend == "hf_trainer":
-        from mtdnn.hf_trainer import run_config
-
-        keys = {k: v for k, v in keys.items() if k not in ("resume", "overwrite")}
-        resolved = config_from_dict(keys, source=f"run {folder}")
-        summary = run_config(resolved, folder)
-    else:
-        from mtdnn.trainer import train
-
-        resolved = config_from_dict(keys, source=f"run {folder}")
-        summary = train(resolved)
-    record = {"arm": cell.arm, "task": cell.task, "subset": cell.subset,
-              "train_size": entry["size"], "seed": cell.seed,
-              **({"stage_seed": cell.stage_seed} if cell.stage_seed is not None else {}),
-              "backend": config.arms[cell.arm].backend, "start_fingerprint": fingerprint,
-              "train_keys": arm_train_keys(config, cell.arm),
-              "train_file": entry["file"] if cell.task != MULTITASK else None,
-              "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
-              else None, "precision": summary["precision"], "steps": summary["steps"],
-              "metrics": summary["last"]["metrics"], "evaluations": logged_evaluations(folder),
-              "smart_terms": logged_smart_terms(folder),
-              # what ran, readable without the preset table of its day
-              "smart_settings": to_dict(resolved.smart) if resolved.smart.enabled else None,
-              "teacher_start_share": summary.get("teacher_start_share"),
-              "dev_entropy": summary["last"].get("entropy"),
-              "code_version": summary.get("code_version") or code_version(),
-              "train_examples_per_s": summary["train_examples_per_s"],
-              "train_seconds": summary.get("train_seconds"),
-              "resumed_from_step": summary.get("resumed_from_step", 0),
-              "machine": summary.get("machine"),
-              "wall_seconds": round(time.perf_counter() - started, 1)}
-    if agreement_applies(config, cell):
-        record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])
-    atomic_write_json(folder / RECORD, record)
-    if config.finished_runs_keep == "model":
-        keep_model_only(folder)
-    return record
-
-
-def agreement_applies(config: ExperimentConfig, cell: Cell) -> bool:
-    spec = config.agreement.get(cell.task)
-    return (spec is not None and config.arms[cell.arm].backend == "mtdnn"
-            and (spec.subsets is None or cell.subset in spec.subsets))
-
-
-def agreement_breakdown(config: ExperimentConfig, cell: Cell, folder: Path,
-                        precision: str) -> dict[str, Any]:
-    """The Figure 2 breakdown of the run's final model (``folder/last``)."""
-    from mtdnn.agreement import model_breakdown
-    from mtdnn.predictor import Predictor
-
-    spec = config.agreement[cell.task]
-    return model_breakdown(Predictor(folder / "last", precision=precision), cell.task,
-                           [Path(f) for f in spec.rows], Path(spec.chaosnli))
 
 
 def rescore_agreement(config: ExperimentConfig,
@@ -175,8 +65,6 @@ def run_experiment(config: ExperimentConfig, stages_only: bool = False
     results files; returns the finished runs' records (the tables' rows). Every finished
     run is checked before anything is trained; a job that fails is reported with its
     error after the others have run, and the command then fails."""
-    from mtdnn.experiment.jobs import launch, plan
-
     sizes = all_sizes(config)
     allowed = allowed_fingerprints(config, start_fingerprints(config, running=True))
     finished_here = []
