@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, head_jsonl
+from conftest import REPO
 
 README = (REPO / "README.md").read_text()
 
