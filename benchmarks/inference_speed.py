@@ -15,13 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, THREADS, Row, bench_main, in_fresh_process  # noqa: E402
+from common import REPO, THREADS, Row, bench_main, in_fresh_process
 
 TASK = "scitail"
 

@@ -17,13 +17,11 @@ import argparse
 import resource
 import shutil
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, Row, bench_main, in_fresh_process  # noqa: E402
-from benchmarks.train_speed import train_ours  # noqa: E402
+from common import REPO, Row, bench_main, in_fresh_process
+from train_speed import train_ours
 
 VARIANTS = ("summed", "pcgrad")
 TRAIN_FILES = {"rte": "rte/train.jsonl", "mrpc": "mrpc/train.jsonl",

@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, THREADS, Row, bench_main  # noqa: E402
+from common import REPO, THREADS, Row, bench_main
 
 VARIANTS = ("fp32", "bf16", "bf16+compile")
 

@@ -19,8 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, Row, machine_line, summary_table  # noqa: E402
+from common import REPO, Row, machine_line, summary_table
 
 BENCHMARKS = ("startup", "data_speed", "smart_cost", "pcgrad_cost", "precision_speed",
               "train_speed", "inference_speed", "scaling")
@@ -36,7 +35,7 @@ def main() -> None:
     rows: list[Row] = []
     details = []
     for name in args.only:
-        module = importlib.import_module(f"benchmarks.{name}")
+        module = importlib.import_module(name)
         defaults = argparse.ArgumentParser()
         module.add_arguments(defaults)
         print(f"\n## {name}", flush=True)

@@ -24,9 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, THREADS, Row, bench_main  # noqa: E402
-from benchmarks.train_speed import small_dev  # noqa: E402
+from common import REPO, THREADS, Row, bench_main
+from train_speed import small_dev
 
 
 def step_grid(args: argparse.Namespace) -> dict[tuple[int, int], float]:

@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, THREADS, Row, bench_main, in_fresh_process  # noqa: E402
+from common import REPO, THREADS, Row, bench_main, in_fresh_process
 
 VARIANTS = ("plain", "rs_only", "smart", "smart_pytorch_rs", "ascent_pass")
 

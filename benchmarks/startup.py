@@ -17,8 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, Row, bench_main  # noqa: E402
+from common import REPO, Row, bench_main
 
 BIN = Path(sys.executable).parent
 COMMANDS = {

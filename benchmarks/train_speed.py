@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, THREADS, Row, bench_main, in_fresh_process  # noqa: E402
+from common import REPO, THREADS, Row, bench_main, in_fresh_process
 
 TASKS = ("scitail", "rte")
 

@@ -226,11 +226,6 @@ class RunState:
     train_seconds: float = 0.0
     train_examples: int = 0
 
-    def smoothed_losses(self) -> dict[str, str]:
-        """Mean task loss per task since the last log line (for the progress bar)."""
-        return {key.split("/")[0]: f"{np.mean(values):.3f}"
-                for key, values in self.running.items() if key.endswith("/loss")}
-
 
 def training_state(state: RunState, optimizer: torch.optim.Optimizer, scheduler: Any,
                    scaler: torch.amp.GradScaler) -> dict[str, Any]:

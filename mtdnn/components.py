@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class TaskData:
+class TaskSplits:
     """A task's tokenized splits and its collator."""
 
     train: TaskSplit
@@ -92,7 +92,7 @@ def select_tasks(config: TrainConfig) -> dict[str, TaskDef]:
 
 
 def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any,
-                   distributed: Distributed = ONE_PROCESS) -> dict[str, TaskData]:
+                   distributed: Distributed = ONE_PROCESS) -> dict[str, TaskSplits]:
     """Tokenize (or load from cache) every task's train and dev files. Under torchrun rank 0
     fills the cache first and the other ranks read it."""
     if not distributed.is_main:
@@ -104,7 +104,7 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
 
 
 def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any
-                    ) -> dict[str, TaskData]:
+                    ) -> dict[str, TaskSplits]:
     cache = config.cache_path()
     log.info("data cache: %s", cache)
     data = {}
@@ -117,7 +117,7 @@ def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: A
         train = load_split(train_path, task, tokenizer, config.max_seq_len, cache)
         dev = load_split(dev_path, task, tokenizer, config.max_seq_len, cache) if dev_path else None
         dtype = getattr(torch, task.task_type.target_dtype)
-        data[name] = TaskData(train, dev, Collator(tokenizer.pad_token_id, dtype))
+        data[name] = TaskSplits(train, dev, Collator(tokenizer.pad_token_id, dtype))
         for split in (train, dev):
             if split is not None:
                 log.info("%s: %s, %d examples, %d truncated%s", name, split.path, len(split),
@@ -141,7 +141,7 @@ def score_of(metrics: dict[str, dict[str, float]], best_metric: str) -> float:
     return metrics[task][metric]
 
 
-def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[str, TaskData]
+def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[str, TaskSplits]
                       ) -> None:
     with_dev = [t for t in tasks if data[t].dev is not None]
     allowed = ", ".join(["mean"] + [f"{t}/{m}" for t in with_dev for m in tasks[t].metrics])

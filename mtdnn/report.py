@@ -225,20 +225,57 @@ def arm_pairs(arms: list[str], baseline: str | None) -> list[tuple[str, str]]:
 
 def smart_terms_table(arms: list[str], records: list[Record]) -> str:
     """The evidence that SMART acted: per arm and task, the median over runs of each run's
-    median logged λ_s·R_s ÷ task loss, ‖δ‖∞ and μ·D_Breg ÷ task loss."""
-    logged = [r for r in records if r.get("smart_terms")]
+    median logged λ_s·R_s ÷ task loss, ‖δ‖∞ and μ·D_Breg ÷ task loss; where the records
+    have them, the share of the start weights left in the teacher at the end and the mean
+    entropy of the dev predictions (plain's too: a SMART whose entropy stays near a uniform
+    guess has not freed its student), then each arm's resolved SMART settings."""
+    extra = any("dev_entropy" in r for r in records)
+    logged = [r for r in records if r.get("smart_terms") or (extra and r.get("dev_entropy"))]
     if not logged:
         return ""
     names = [("adv_ratio", "λ_s·R_s ÷ loss"), ("delta_linf", "‖δ‖∞"),
              ("bregman_ratio", "μ·D_Breg ÷ loss")]
+    heads = [label for _, label in names] + (
+        ["teacher's start share at the end", "dev entropy (nats)"] if extra else [])
     lines = ["", "Logged SMART terms (median over runs of each run's median):", "",
-             *table_head(["task", *(label for _, label in names)], first="arm")]
+             *table_head(["task", *heads], first="arm")]
     for arm in arms:
         for task in dict.fromkeys(r["task"] for r in logged if r["arm"] == arm):
-            mine = [r["smart_terms"] for r in logged if r["arm"] == arm and r["task"] == task]
-            cells = [f"{np.median([t[n]['median'] for t in mine if n in t]):.2g}"
-                     if any(n in t for t in mine) else "—" for n, _ in names]
+            mine = [r for r in logged if r["arm"] == arm and r["task"] == task]
+            terms = [r.get("smart_terms") or {} for r in mine]
+            cells = [f"{np.median([t[n]['median'] for t in terms if n in t]):.2g}"
+                     if any(n in t for t in terms) else "—" for n, _ in names]
+            if extra:
+                shares = [r["teacher_start_share"] for r in mine
+                          if r.get("teacher_start_share") is not None]
+                entropies = [r["dev_entropy"][task] for r in mine
+                             if task in (r.get("dev_entropy") or {})]
+                cells += [f"{np.median(shares):.2g}" if shares else "—",
+                          f"{np.median(entropies):.3f}" if entropies else "—"]
             lines.append(f"| {arm} | {task} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n" + smart_settings_table(arms, records)
+
+
+SETTINGS = (("epsilon", "ε"), ("adv_weight", "λ_s"), ("bregman_weight", "μ"),
+            ("teacher_schedule", "teacher"), ("teacher_lag_fraction", "lag ÷ run"),
+            ("preset", "preset"))
+
+
+def smart_settings_table(arms: list[str], records: list[Record]) -> str:
+    """Each SMART arm's settings as its records resolved them (every key after the preset),
+    so that a row says what ran without the preset table of its day."""
+    found = {arm: r["smart_settings"] for r in records if r.get("smart_settings")
+             for arm in [r["arm"]]}
+    if not found:
+        return ""
+    lines = ["", "SMART settings of each arm (as its records resolved them):", "",
+             *table_head([label for _, label in SETTINGS], first="arm")]
+    for arm in arms:
+        if arm in found:
+            lines.append(f"| {arm} | " + " | ".join(
+                "—" if found[arm].get(key) is None else f"{found[arm][key]:g}"
+                if isinstance(found[arm][key], float) else str(found[arm][key])
+                for key, _ in SETTINGS) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -31,7 +31,7 @@ from mtdnn.errors import MtdnnError
 if TYPE_CHECKING:  # torch loads with the model, after the arguments are read
     import torch
 
-    from mtdnn.components import TaskData
+    from mtdnn.components import TaskSplits
     from mtdnn.model import MultiTaskModel
     from mtdnn.task_def import TaskDef
 
@@ -43,7 +43,7 @@ class Probed:
     config: TrainConfig
     task: TaskDef
     model: MultiTaskModel
-    data: TaskData
+    data: TaskSplits
     device: torch.device
 
 

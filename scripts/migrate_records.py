@@ -32,8 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mtdnn.experiment.config import (  # noqa: E402
+from mtdnn.experiment.config import (
     FULL,
     MULTITASK,
     ExperimentConfig,
@@ -43,9 +42,9 @@ from mtdnn.experiment.config import (  # noqa: E402
     stage_of,
     stage_train_keys,
 )
-from mtdnn.experiment.grid import Cell, subset_sizes, task_file  # noqa: E402
-from mtdnn.experiment.records import RECORD  # noqa: E402
-from mtdnn.files import atomic_write_json, read_json  # noqa: E402
+from mtdnn.experiment.grid import Cell, subset_sizes, task_file
+from mtdnn.experiment.records import RECORD
+from mtdnn.files import atomic_write_json, read_json
 
 
 def portable_command(command: str) -> str:

@@ -23,7 +23,6 @@ from pathlib import Path
 from unittest import mock
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
 RTE_ROW = "0\tA man sleeps.\tA person sleeps.\tentailment\n"
@@ -863,7 +862,7 @@ def main_of(command: str) -> Callable[[list[str] | None], object]:
     if command == "data_prep":
         from data_prep.__main__ import main
     elif command == "train":
-        from train import main
+        from mtdnn.cli import train_main as main
     elif command == "experiment":
         from mtdnn.experiment import main
     elif command == "export":
@@ -871,7 +870,7 @@ def main_of(command: str) -> Callable[[list[str] | None], object]:
     elif command == "agreement":
         from mtdnn.agreement import main
     else:
-        from predict import main
+        from mtdnn.cli import predict_main as main
     return main
 
 
@@ -885,7 +884,7 @@ def snapshot(*roots: Path) -> dict[Path, str]:
 # fails with EFBIG in whatever library makes it (Python, safetensors, torch, Arrow).
 LIMITED_CHILD = """
 import sys
-sys.path[:0] = [{repo!r}, {tests!r}]
+sys.path[:0] = [{tests!r}]
 from bad_input_cases import main_of
 from mtdnn.commandline import run_cli
 run_cli(main_of(sys.argv[1]), sys.argv[2:])
@@ -898,7 +897,7 @@ def run_limited(case: Case, argv: list[str]) -> tuple[int, str]:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (case.file_size_limit, resource.RLIM_INFINITY))
 
-    script = LIMITED_CHILD.format(repo=str(REPO), tests=str(Path(__file__).resolve().parent))
+    script = LIMITED_CHILD.format(tests=str(Path(__file__).resolve().parent))
     child = subprocess.run([sys.executable, "-c", script, case.command, *argv], text=True,
                            capture_output=True, preexec_fn=limit, cwd=REPO)
     return child.returncode, child.stderr

@@ -308,8 +308,13 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
 
 def test_migration_moves_old_records_to_the_runner_format(tmp_path: Path,
                                                           monkeypatch) -> None:
-    sys.path.insert(0, str(REPO / "scripts"))
-    from migrate_records import migrate
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("migrate_records",
+                                                  REPO / "scripts" / "migrate_records.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    migrate = module.migrate
 
     data = tmp_path / "data"
     (data / "rte").mkdir(parents=True)
