@@ -229,7 +229,12 @@ def model_card(checkpoint: Path, task_name: str | None = None) -> str:
                  else ""),
               f"- started from: `{config.get('init_checkpoint') or 'the pre-trained encoder'}`"]
     data_dir = config.get("data_dir", "data")
-    for name, spec in (config.get("tasks") or {}).items():
+    sources = config.get("tasks") or {}
+    if isinstance(sources, list):  # the shorthand tasks: [rte, mrpc]
+        sources = {name: {} for name in sources}
+    for name, spec in sources.items():
+        if name not in tasks:
+            continue
         spec = spec or {}
         train = spec.get("train") or f"{data_dir}/{name}/train.jsonl"
         dev = spec.get("dev") or f"{data_dir}/{name}/dev.jsonl"

@@ -60,3 +60,46 @@ def test_pip_install_gives_commands_that_work_outside_the_repo(
     assert run.returncode == 0, run.stderr[-3000:]
     assert (work / "run" / "best" / "task_defs.yaml").is_file()
     assert "rte:" in (work / "run" / "best" / "task_defs.yaml").read_text()
+
+    # what a new user does next, from the installed package: the packaged configs, a model
+    # with a one-text head and a pair head, prediction from a CSV, both heads in one call
+    listed = subprocess.run([str(venv / "bin" / "mtdnn-train"), "--list-configs"], cwd=work,
+                            capture_output=True, text=True)
+    assert listed.returncode == 0 and "demo_stage1" in listed.stdout
+    assert str(venv) in listed.stdout  # the configs came with the wheel
+    sst2 = head_jsonl(prepared_data / "sst2" / "dev.jsonl", work / "sst2.jsonl", 16)
+    two = subprocess.run([str(venv / "bin" / "mtdnn-train"), "tasks=[rte,sst2]",
+                          f"tasks.rte.train={files['train']}", f"tasks.rte.dev={files['dev']}",
+                          f"tasks.sst2.train={sst2}", f"tasks.sst2.dev={sst2}",
+                          f"encoder={tiny_encoder_dir}", "max_steps=2", "batch_size=8",
+                          "max_seq_len=64", "output_dir=two", "progress_bar=false"],
+                         cwd=work, capture_output=True, text=True)
+    assert two.returncode == 0, two.stderr[-3000:]
+    (work / "mine.csv").write_text("premise,hypothesis\nA man plays.,Someone plays.\n"
+                                   "It rains.,The street is dry.\n")
+    predicted = subprocess.run([str(venv / "bin" / "mtdnn-predict"), "--checkpoint", "two/best",
+                                "--task", "rte", "--input", "mine.csv", "--columns",
+                                "{sentence1: premise, sentence2: hypothesis}", "--output",
+                                "out.csv", "--no-progress"], cwd=work, capture_output=True,
+                               text=True)
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    assert (work / "out.csv").read_text().startswith("uid,prediction,p(entailment)")
+    both = subprocess.run([str(python), "-c", (
+        "from mtdnn import Predictor\n"
+        "p = Predictor('two/best')\n"
+        "out = p.predict([{'sentence': 'A fine film.', 'sentence1': 'A.', 'sentence2': 'B.'}],"
+        " tasks=['sst2', 'rte'])\n"
+        "print(sorted(out[0]))")], cwd=work, capture_output=True, text=True)
+    assert both.returncode == 0, both.stderr[-3000:]
+    assert both.stdout.strip() == "['rte', 'sst2']"
+    # the README's Python example, verbatim, with the installed package
+    from test_readme import blocks
+
+    (example,) = [b for b in blocks("python") if "from mtdnn import" in b]
+    (work / "data").symlink_to(prepared_data)
+    (work / "example.py").write_text(example)
+    ran = subprocess.run([str(python), "example.py"], cwd=work, capture_output=True, text=True,
+                         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+                              "MTDNN_CACHE": str(work / "cache")})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert (work / "runs" / "api_demo" / "best" / "checkpoint.json").is_file()
