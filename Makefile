@@ -22,7 +22,7 @@ $(STAMP): setup.cfg pyproject.toml
 venv: $(STAMP)
 
 test: venv
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 data: venv
 	$(PY) -m data_prep all --raw-dir $(RAW_DATA) --out-dir $(DATA)

@@ -77,7 +77,7 @@ def test_smart_presets_fill_keys_that_are_not_given() -> None:
 
 def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
     """``--help`` and the README list every key from one source; MTDNN_WRITE_DOCS=1
-    rewrites the README's table."""
+    rewrites a stale table (the test still fails that once)."""
     import os
     import re
 
@@ -89,11 +89,15 @@ def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
     readme = REPO / "README.md"
     text = readme.read_text()
     pattern = re.compile(r"(<!-- config keys:[^\n]*-->\n)(.*?)(<!-- /config keys -->)", re.S)
-    if os.environ.get("MTDNN_WRITE_DOCS"):
+    current = pattern.search(text).group(2) == markdown_table()
+    if not current and os.environ.get("MTDNN_WRITE_DOCS"):
         readme.write_text(pattern.sub(lambda m: m.group(1) + markdown_table() + m.group(3),
                                       text))
-        text = readme.read_text()
-    assert pattern.search(text).group(2) == markdown_table()
+    # fails while the table is stale, with MTDNN_WRITE_DOCS set or not (set: it is rewritten,
+    # and the next run passes)
+    assert current, "README's config key table was stale" + (
+        " and has been rewritten: commit it" if os.environ.get("MTDNN_WRITE_DOCS") else
+        ": MTDNN_WRITE_DOCS=1 .venv/bin/python -m pytest tests/test_config.py -k readme")
 
 
 def test_a_preset_switched_on_the_command_line_replaces_the_earlier_presets_keys(
@@ -110,3 +114,11 @@ def test_a_preset_switched_on_the_command_line_replaces_the_earlier_presets_keys
     with caplog.at_level("WARNING"):
         load_config(None, ["tasks=[rte]", "smart.preset=reference"])
     assert "smart.preset 'reference' has no effect while smart.enabled is false" in caplog.text
+
+
+def test_a_task_set_to_null_on_the_command_line_leaves_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    path.write_text("tasks:\n  sentiment:\n    definition: {type: classification, "
+                    "inputs: [sentence], labels: [neg, pos]}\n  rte: {}\n")
+    assert list(load_config(path).tasks) == ["sentiment", "rte"]
+    assert list(load_config(path, ["tasks.sentiment=null"]).tasks) == ["rte"]

@@ -42,6 +42,7 @@ PRECISIONS = {"fp32": ["precision=fp32"],
                        "smart.step_size=1.0"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_kill_during_checkpoint_write_then_resume(prepared_data: Path, tiny_encoder_dir: Path,
                                                   tmp_path: Path, precision: str) -> None:

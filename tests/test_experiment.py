@@ -24,6 +24,7 @@ def records(out: Path) -> list[Path]:
     return sorted(p for p in out.rglob("result.json") if "stages" not in p.parts)
 
 
+@pytest.mark.slow
 def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
         prepared_data: Path, stage_one: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
@@ -157,6 +158,7 @@ def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
     assert again.returncode == 0 and (published / "results.md").read_text() == table
 
 
+@pytest.mark.slow
 def test_multitask_arms_give_the_tasks_table_and_resume_nothing_twice(
         small_tasks: list[str], tmp_path: Path) -> None:
     train: dict = {"tasks": {"rte": {}, "mrpc": {}}, "encoder_layers": 2, "max_steps": 4,
@@ -209,6 +211,7 @@ def test_multitask_arms_give_the_tasks_table_and_resume_nothing_twice(
     assert "4 of 6 runs finished" in report.stdout
 
 
+@pytest.mark.slow
 def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
         prepared_data: Path, tmp_path: Path) -> None:
     files = {}
@@ -556,6 +559,7 @@ def test_narrowing_the_tasks_keeps_the_paper_and_agreement_entries_of_the_rest_o
         load_experiment(config, ["agreement.snli={chaosnli: c.jsonl, rows: [d.jsonl]}"])
 
 
+@pytest.mark.slow
 def test_experiments_share_a_stage_dir_and_reuse_each_others_runs(
         prepared_data: Path, tmp_path: Path) -> None:
     files = {task: {"train": str(head_jsonl(prepared_data / task / "train.jsonl",

@@ -37,10 +37,17 @@ def test_non_conflicting_gradients_untouched() -> None:
 
 
 def test_three_tasks_random_order_is_seeded() -> None:
-    grads = [torch.randn(50) for _ in range(3)]
+    """The same seed, the same projection order; other seeds, other orders (so a PCGrad that
+    ignored its generator would fail here)."""
+    generator = torch.Generator().manual_seed(0)
+    grads = [torch.randn(50, generator=generator) for _ in range(3)]
+    grads[1] = -grads[0] + 0.1 * grads[1]  # conflicting: the order of projections matters
     a = pcgrad(grads, np.random.default_rng(1))
     b = pcgrad(grads, np.random.default_rng(1))
     torch.testing.assert_close(a, b)
+    results = {tuple(pcgrad(grads, np.random.default_rng(seed)).round(decimals=5).tolist())
+               for seed in range(12)}
+    assert len(results) > 1
 
 
 def test_smart_round_robin_with_pcgrad_and_smart_trains(prepared_data: Path,

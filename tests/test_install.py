@@ -13,11 +13,14 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, head_jsonl
 
 SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "mtdnn", "data_prep", "task_defs")
 
 
+@pytest.mark.slow
 def test_pip_install_gives_commands_that_work_outside_the_repo(
         prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
     source = tmp_path / "src"

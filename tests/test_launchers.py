@@ -55,6 +55,7 @@ def metrics(out: Path) -> dict[str, dict]:
             for p in sorted(out.glob("mt/rte/full/*/result.json"))}
 
 
+@pytest.mark.slow
 def test_the_grid_runs_alike_on_every_launcher_and_a_second_launch_does_nothing(
         prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
     found, tables = {}, {}
@@ -105,6 +106,7 @@ def test_a_failing_cell_is_reported_with_its_error_and_the_others_finish(
     assert "plain" in (out / "results.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_cell_killed_mid_run_resumes_to_an_uninterrupted_runs_metrics(
         prepared_data: Path, tmp_path: Path) -> None:
     """The packaged encoder at 2 layers: slow enough per step to be killed mid-run."""

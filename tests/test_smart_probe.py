@@ -45,3 +45,25 @@ def test_probe_refuses_a_radius_that_is_not_positive(capsys: pytest.CaptureFixtu
         run_cli(main, ["--task", "rte", "--epsilon", "0"])
     assert exit_.value.code == 2
     assert "key '--epsilon'" in capsys.readouterr().err
+
+
+def test_probe_reads_a_task_defined_inline_in_the_run_config(tmp_path: Path,
+                                                             tiny_encoder_dir: Path) -> None:
+    """The probe resolves tasks as training does: an inline definition and its CSV."""
+    data = tmp_path / "reviews.csv"
+    data.write_text("text,stars\n" + "".join(
+        f"{'good' if i % 2 else 'bad'} film {i},{'pos' if i % 2 else 'neg'}\n"
+        for i in range(8)))
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "tasks:\n  sentiment:\n"
+        f"    train: {data}\n    columns: {{sentence: text, label: stars}}\n"
+        "    definition: {type: classification, inputs: [sentence], labels: [neg, pos]}\n"
+        "  rte: {}\n"
+        f"encoder: {tiny_encoder_dir}\ncache_dir: {tmp_path / 'cache'}\nprecision: fp32\n")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        run_cli(main, ["--config", str(config), "--task", "sentiment", "--batches", "1",
+                       "--epsilon", "1e-3", "batch_size=4"])
+    assert "SMART probe: task sentiment" in printed.getvalue()
+    assert sum(line.startswith("| 0.001") for line in printed.getvalue().splitlines()) == 1

@@ -63,6 +63,7 @@ def run_cli(*overrides: str) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_smart_run_on_scitail_logs_both_terms_and_resumes_exactly(
         prepared_data: Path, tmp_path: Path) -> None:
     dev = head_jsonl(prepared_data / "scitail/dev.jsonl", tmp_path / "dev.jsonl", 32)
