@@ -30,6 +30,7 @@ from mtdnn.errors import MtdnnError, did_you_mean
 from mtdnn.files import atomic_write_text, check_output_folder, read_text, write_error
 from mtdnn.model import MultiTaskModel, load_encoder
 from mtdnn.precision import resolve_precision
+from mtdnn.run_dir import RUN_FILES, RunDir
 from mtdnn.schema import to_dict
 from mtdnn.sources import canonical_path
 from mtdnn.task_def import TaskDef, load_task_defs, task_from_mapping
@@ -150,10 +151,6 @@ def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[st
         raise MtdnnError(f"no dev metric '{best_metric}'", key="best_metric", allowed=allowed)
 
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "train.log", "last", "best",
-             "tensorboard", "checkpoints")
-
-
 def check_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
     """Check, writing nothing, that the run folder can take this run.
 
@@ -164,9 +161,9 @@ def check_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
     run_dir = Path(config.output_dir)
     check_output_folder(run_dir, "output_dir", allowed="a folder path (new or holding a run)")
     if resume_from is not None:
-        check_same_config(read_text(resume_from / "config.yaml"), to_dict(config),
+        check_same_config(read_text(RunDir(resume_from).config), to_dict(config),
                           resume_from)
-    elif any((run_dir / name).exists() for name in RUN_FILES):
+    elif RunDir(run_dir).holds_run():
         if not config.overwrite:
             raise MtdnnError("the output folder already holds a run", file=run_dir,
                              key="output_dir", allowed="another output_dir, resume=<run> to "
@@ -193,7 +190,7 @@ def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
         raise write_error(run_dir, error) from None
     for leftover in run_dir.glob(".*.tmp"):  # a save that a kill interrupted
         shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink()
-    atomic_write_text(run_dir / "config.yaml", config_to_yaml(config))
+    atomic_write_text(RunDir(run_dir).config, config_to_yaml(config))
     return run_dir
 
 

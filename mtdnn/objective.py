@@ -25,6 +25,10 @@ from mtdnn.smart import (
 )
 from mtdnn.task_def import TaskDef
 
+# The SMART terms batch_loss logs, by name: what a record summarises as the evidence
+# that a regulariser acted (and how strongly, next to the task loss).
+LOGGED_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
+
 
 def _call(fn: Callable[..., torch.Tensor], *args, **kwargs) -> torch.Tensor:
     """Run ``fn`` from the current random state (independent dropout masks)."""

@@ -60,6 +60,7 @@ from mtdnn.objective import batch_loss
 from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.precision import AMP_DTYPES, autocast_context, machine_description
 from mtdnn.reporting import Reporters, check_reporters
+from mtdnn.run_dir import RunDir
 from mtdnn.sampling import Step, build_sampler
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
@@ -103,7 +104,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
 def attach_run_log(run_dir: Path, config: TrainConfig) -> logging.Handler:
     """Everything the run logs, also in ``<run>/train.log`` (appended to when resumed),
     which opens with the full resolved config; the screen gets a one-line summary."""
-    handler = logging.FileHandler(run_dir / "train.log", encoding="utf-8")
+    handler = logging.FileHandler(RunDir(run_dir).log, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
                                            datefmt="%Y-%m-%d %H:%M:%S"))
     handler.stream.write(f"resolved config:\n{config_to_yaml(config)}\n")
@@ -111,18 +112,17 @@ def attach_run_log(run_dir: Path, config: TrainConfig) -> logging.Handler:
     smart = "SMART " + (config.smart.preset or "on") if config.smart.enabled else "no SMART"
     log.info("run %s: tasks %s; encoder %s; seed %d; %s; full config and log in %s",
              run_dir, ", ".join(config.tasks), config.encoder, config.seed, smart,
-             run_dir / "train.log")
+             RunDir(run_dir).log)
     return handler
 
 
 def interrupted(run_dir: Path) -> Interrupted:
     """Ctrl-C: what the run's ``last`` checkpoint holds (saved whole or not at all) and
     how to continue from it."""
-    info = run_dir / "last" / "checkpoint.json"
-    if not info.is_file():
+    step = RunDir(run_dir).last_step()
+    if step is None:
         return Interrupted("interrupted before the first checkpoint; nothing to resume",
                            file=run_dir, allowed="start the run again (overwrite=true)")
-    step = json.loads(info.read_text(encoding="utf-8"))["step"]
     return Interrupted(f"interrupted; the last checkpoint holds step {step}: resume with "
                        f"resume={run_dir}", file=run_dir)
 
@@ -238,7 +238,7 @@ class TrainingRecipe:
             self.state = restore_training_state(self.resume_from, self.optimizer,
                                                 self.scheduler, self.scaler, self.teacher)
             if self.main:
-                truncate_metrics(self.run_dir / "metrics.jsonl", self.state.step)
+                truncate_metrics(RunDir(self.run_dir).metrics, self.state.step)
             log.info("resumed from %s at step %d (epoch %d)", self.resume_from,
                      self.state.step, self.state.epoch)
             self._extend_schedule()
@@ -247,7 +247,7 @@ class TrainingRecipe:
         if self.main:
             self.writer = Reporters(self.config.report_to, self.run_dir, self.state.step,
                                     to_dict(self.config))
-            self.metrics_file = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+            self.metrics_file = open(RunDir(self.run_dir).metrics, "a", encoding="utf-8")
         self.resumed_from_step = self.state.step
         # This process's share of the training time, evaluation and checkpointing excluded.
         self.started, self.outside_training, self.examples = time.perf_counter(), 0.0, 0
@@ -544,5 +544,5 @@ class TrainingRecipe:
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "
                  "excluded%s)", summary["train_examples_per_s"], seconds,
                  f"; resumed at step {self.resumed_from_step}" if self.resumed_from_step else "")
-        atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(RunDir(self.run_dir).summary_file, json.dumps(summary, indent=2) + "\n")
         return summary

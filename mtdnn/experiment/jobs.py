@@ -10,13 +10,10 @@ process pool, Slurm or Ray can call it.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from mtdnn._version import code_version
 from mtdnn.checkpoint import continue_keys, keep_model_only
@@ -37,6 +34,8 @@ from mtdnn.experiment.records import (
     start_fingerprints,
 )
 from mtdnn.files import atomic_write_json
+from mtdnn.objective import LOGGED_TERMS
+from mtdnn.run_dir import RunDir
 from mtdnn.schema import to_dict
 
 log = logging.getLogger(__name__)
@@ -145,36 +144,6 @@ def start_point(config: ExperimentConfig, cell: Cell) -> tuple[Path | None, str 
     return build_stage(config, stage, cell.stage_seed)
 
 
-SMART_TERMS = ("adv_ratio", "delta_linf", "adv_grad_cos", "bregman_ratio")
-
-
-def logged_evaluations(run_dir: Path) -> list[dict[str, Any]]:
-    """Every dev evaluation of a run (step, epoch, metrics): the learning curve, kept in the
-    record so that a published record shows whether the run had converged."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    return [{"step": e["step"], "epoch": e["epoch"], "metrics": e["metrics"]}
-            for e in entries if e.get("kind") == "eval"]
-
-
-def logged_smart_terms(run_dir: Path) -> dict[str, dict[str, float]]:
-    """Median and maximum over a run's log lines of each SMART term it logged: the
-    evidence that a regulariser was active, and how strong it was next to the task loss."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return {}
-    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    found = {}
-    for name in SMART_TERMS:
-        found_values = [e[name] for e in entries if e.get("kind") == "train" and name in e]
-        if found_values:
-            found[name] = {"median": float(np.median(found_values)),
-                           "max": float(np.max(found_values))}
-    return found
-
-
 def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
              init: Path | None, folder: Path) -> dict[str, Any]:
     keys = merged(config.train, config.arms[cell.arm].train)
@@ -212,8 +181,8 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "train_file": entry["file"] if cell.task != MULTITASK else None,
               "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
               else None, "precision": summary["precision"], "steps": summary["steps"],
-              "metrics": summary["last"]["metrics"], "evaluations": logged_evaluations(folder),
-              "smart_terms": logged_smart_terms(folder),
+              "metrics": summary["last"]["metrics"], "evaluations": RunDir(folder).evaluations(),
+              "smart_terms": RunDir(folder).logged_terms(LOGGED_TERMS),
               # what ran, readable without the preset table of its day
               "smart_settings": to_dict(resolved.smart) if resolved.smart.enabled else None,
               "teacher_start_share": summary.get("teacher_start_share"),

@@ -18,6 +18,7 @@ from mtdnn.experiment.config import (
 )
 from mtdnn.experiment.grid import Cell, cells, task_file
 from mtdnn.files import atomic_write_json, read_json
+from mtdnn.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def find_stage_record(config: ExperimentConfig, name: str, seed: int) -> Path | 
 
 def stage_trained(folder: Path) -> bool:
     """Whether a stage's folder holds its finished training (on this machine)."""
-    return (folder / "summary.json").is_file() and (folder / "last").is_dir()
+    return RunDir(folder).finished()
 
 
 # What must be equal for a finished run of another experiment to count as a run of this one.

@@ -21,6 +21,7 @@ from mtdnn.experiment.records import (
     stage_trained,
 )
 from mtdnn.files import atomic_write_json, read_json
+from mtdnn.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,9 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
         train(config_from_dict({**stage_run_keys(config, name), "seed": seed,
                                 "output_dir": str(folder),
                                 **continue_keys(folder)}, source=f"stage {folder}"))
-    fingerprint = weights_fingerprint(folder / "last")
-    summary = read_json(folder / "summary.json")
+    run = RunDir(folder)
+    fingerprint = weights_fingerprint(run.last)
+    summary = run.summary()
     made = {"weights_fingerprint": fingerprint, "machine": summary.get("machine"),
             "metrics": summary["last"]["metrics"], "train_seconds": summary.get("train_seconds")}
     if record is None:
@@ -70,7 +72,7 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
                   "realizations": [*realizations(record), made]}
     if not (folder / RECORD).is_file() or read_json(folder / RECORD) != record:
         atomic_write_json(folder / RECORD, record)
-    return folder / "last", fingerprint
+    return run.last, fingerprint
 
 
 def describe(machine: dict[str, Any] | None) -> str:
