@@ -123,6 +123,19 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}{where}"
 
 
+def engine_package(name: str, launcher: str) -> Any:
+    """The optional engine package a launcher needs, or an error naming its extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        others = " or ".join(k for k in ("local", "slurm", "ray") if k != launcher)
+        raise MtdnnError(f"the {launcher} launcher needs {name}", key="launcher.kind",
+                         allowed=f"pip install 'mtdnn[{launcher}]', or launcher "
+                                 f"{others}") from None
+
+
 def run_jobs(fn: Callable[..., Any], jobs: list[Job], launcher: LauncherConfig,
              log_dir: Path, on_end: Callable[[Outcome], None] = lambda outcome: None
              ) -> list[Outcome]:
@@ -211,12 +224,7 @@ class SubmititEngine(LocalEngine):
     """Each job a Slurm job (or, with ``cluster: local``, a local process)."""
 
     def __init__(self, fn: Callable, launcher: LauncherConfig, log_dir: Path) -> None:
-        try:
-            import submitit
-        except ImportError:
-            raise MtdnnError("the slurm launcher needs submitit", key="launcher.kind",
-                             allowed="pip install 'mtdnn[slurm]', or launcher local or "
-                                     "ray") from None
+        submitit = engine_package("submitit", "slurm")
         slurm = launcher.slurm
         self.fn, self.threads, self.submitit = fn, launcher.threads(), submitit
         self.executor = submitit.AutoExecutor(
@@ -239,9 +247,12 @@ class SubmititEngine(LocalEngine):
 
     def outcome(self, handle: Any, job: Job) -> Outcome:
         try:
-            return Outcome(job, result=handle.result())
-        except Exception as error:  # noqa: BLE001 - submitit re-raises the job's error
+            return Outcome(job, result=self.result(handle))
+        except Exception as error:  # noqa: BLE001 - the engine re-raises the job's error
             return Outcome(job, error=describe_error(error))
+
+    def result(self, handle: Any) -> Any:
+        return handle.result()
 
     def close(self) -> None:
         pass
@@ -254,12 +265,7 @@ class RayEngine(SubmititEngine):
     orders_itself = True
 
     def __init__(self, fn: Callable, launcher: LauncherConfig, log_dir: Path) -> None:
-        try:
-            import ray
-        except ImportError:
-            raise MtdnnError("the ray launcher needs ray", key="launcher.kind",
-                             allowed="pip install 'mtdnn[ray]', or launcher local or "
-                                     "slurm") from None
+        ray = engine_package("ray", "ray")
         resources = launcher.ray
         self.ray, self.threads = ray, launcher.threads()
         self.started_here = not ray.is_initialized()
@@ -277,11 +283,8 @@ class RayEngine(SubmititEngine):
     def ended(self, handles: list[Any]) -> Any:
         return self.ray.wait(handles, num_returns=1)[0]
 
-    def outcome(self, handle: Any, job: Job) -> Outcome:
-        try:
-            return Outcome(job, result=self.ray.get(handle))
-        except Exception as error:  # noqa: BLE001 - RayTaskError wraps the job's error
-            return Outcome(job, error=describe_error(error))
+    def result(self, handle: Any) -> Any:
+        return self.ray.get(handle)  # a RayTaskError wraps the job's own error
 
     def close(self) -> None:
         if self.started_here:

@@ -123,7 +123,7 @@ def test_a_single_task_export_has_a_model_card_and_pushes_to_the_hub(
     class FakeApi:
         def create_repo(self, repo_id, private=False, exist_ok=False):
             calls.append(("create", repo_id, private, exist_ok))
-            return f"https://huggingface.co/{repo_id}"
+            return f"hub repository {repo_id}"
 
         def upload_folder(self, folder_path, repo_id, commit_message):
             calls.append(("upload", sorted(p.name for p in Path(folder_path).iterdir()),
