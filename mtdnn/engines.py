@@ -5,7 +5,10 @@ another job. This module only says where it runs, with what resources, and in wh
 order; the engines own scheduling, retries and deadlines:
 
 - ``local`` (default): ``jobs`` worker processes on this machine (the standard library's
-  process pool). A job that waits for another is submitted once that one has ended.
+  process pool). A job that waits for another is submitted once that one has ended. A job
+  whose worker process dies (killed, out of memory) is submitted again, up to
+  ``max_retries`` times, to a fresh pool; it resumes where it stopped when the function
+  resumes.
 - ``slurm``: each job is a Slurm job submitted by ``submitit`` with the resources of
   ``slurm``. A job that reaches its time limit or is pre-empted is requeued by
   ``submitit`` with the same call (:class:`Requeueable`), which resumes where it stopped
@@ -23,6 +26,7 @@ only by its engine.
 
 from __future__ import annotations
 
+import logging
 import os
 import traceback
 from collections.abc import Callable
@@ -31,6 +35,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtdnn.errors import MtdnnError
+
+log = logging.getLogger(__name__)
 
 
 def _at_least_one() -> dict:
@@ -73,6 +79,10 @@ class LauncherConfig:
     # torch threads of each job; none: the CPUs given to a job (local: the machine's CPUs
     # shared among the jobs; slurm: cpus_per_task; ray: num_cpus)
     threads_per_job: int | None = field(default=None, metadata=_at_least_one())
+    # local: retries of a job whose worker process died (Slurm: slurm.max_requeues;
+    # Ray: ray.max_retries)
+    max_retries: int = field(default=3, metadata={"check": (lambda v: v >= 0,
+                                                             "a whole number >= 0")})
     slurm: SlurmResources = SlurmResources()
     ray: RayResources = RayResources()
 
@@ -168,7 +178,12 @@ def run_jobs(fn: Callable[..., Any], jobs: list[Job], launcher: LauncherConfig,
                 waiting.setdefault(job.after, []).append(job)
         while running:
             for handle in engine.ended(list(running)):
-                end(engine.outcome(handle, running.pop(handle)))
+                job = running.pop(handle)
+                again = engine.resubmitted(handle, job)
+                if again is None:
+                    end(engine.outcome(handle, job))
+                else:
+                    handles[job], running[again] = again, job
     finally:
         engine.close()
     return outcomes
@@ -180,15 +195,39 @@ class LocalEngine:
     orders_itself = False
 
     def __init__(self, fn: Callable, launcher: LauncherConfig, log_dir: Path) -> None:
+        self.fn, self.threads, self.workers = fn, launcher.threads(), launcher.jobs
+        self.max_retries, self.retries = launcher.max_retries, {}
+        self.pool = self.new_pool()
+        self.pool_of: dict[Any, Any] = {}  # each handle's pool: a broken one is replaced once
+
+    def new_pool(self) -> Any:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        self.fn, self.threads = fn, launcher.threads()
-        self.pool = ProcessPoolExecutor(max_workers=launcher.jobs,
-                                        mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(max_workers=self.workers,
+                                   mp_context=multiprocessing.get_context("spawn"))
 
     def submit(self, job: Job, after: Any) -> Any:
-        return self.pool.submit(self.fn, *job.args, None, self.threads)
+        handle = self.pool.submit(self.fn, *job.args, None, self.threads)
+        self.pool_of[handle] = self.pool
+        return handle
+
+    def resubmitted(self, handle: Any, job: Job) -> Any:
+        """When a worker process dies, the pool fails every job it was running: each is
+        submitted again to a fresh pool, up to ``max_retries`` times."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        pool = self.pool_of.pop(handle)
+        tries = self.retries.get(job, 0)
+        if not isinstance(handle.exception(), BrokenProcessPool) or tries >= self.max_retries:
+            return None
+        if pool is self.pool:
+            pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = self.new_pool()
+        self.retries[job] = tries + 1
+        log.warning("%s: its worker process died; submitted again (retry %d of %d)",
+                    job.name, tries + 1, self.max_retries)
+        return self.submit(job, None)
 
     def ended(self, handles: list[Any]) -> Any:
         from concurrent.futures import FIRST_COMPLETED, wait
@@ -240,6 +279,9 @@ class SubmititEngine(LocalEngine):
 
     def submit(self, job: Job, after: Any) -> Any:
         return self.executor.submit(Requeueable(self.fn), *job.args, None, self.threads)
+
+    def resubmitted(self, handle: Any, job: Job) -> Any:
+        return None  # submitit requeues, Ray retries: the engine's own policy
 
     def ended(self, handles: list[Any]) -> Any:
         return [next(iter(self.submitit.helpers.as_completed(handles,

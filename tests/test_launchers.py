@@ -106,49 +106,105 @@ def test_a_failing_cell_is_reported_with_its_error_and_the_others_finish(
     assert "plain" in (out / "results.md").read_text()
 
 
-@pytest.mark.slow
-def test_a_cell_killed_mid_run_resumes_to_an_uninterrupted_runs_metrics(
-        prepared_data: Path, tmp_path: Path) -> None:
-    """The packaged encoder at 2 layers: slow enough per step to be killed mid-run."""
-    files = {"train": str(head_jsonl(prepared_data / "rte" / "train.jsonl",
-                                     tmp_path / "rte_train.jsonl", 128)),
-             "dev": str(head_jsonl(prepared_data / "rte" / "dev.jsonl",
-                                   tmp_path / "rte_dev.jsonl", 16))}
-    keys = {"encoder_layers": 2, "max_seq_len": 128, "batch_size": 16, "max_steps": 24,
-            "save_every_steps": 2, "eval_every_epoch": False, "progress_bar": False,
-            "cache_dir": str(tmp_path / "cache"), "precision": "fp32"}
-    configs = {}
-    for name in ("whole", "killed"):
-        configs[name] = tmp_path / f"{name}.yaml"
-        configs[name].write_text(yaml.safe_dump({
-            "tasks": ["rte"], "task_files": {"rte": files}, "seeds": [3],
-            "data_dir": str(prepared_data), "output_dir": str(tmp_path / name),
-            "arms": {"plain": None}, "train": keys}))
-    whole = experiment(configs["whole"])
-    assert whole.returncode == 0, whole.stderr[-3000:]
+KILL_KEYS = {"encoder_layers": 2, "max_seq_len": 128, "batch_size": 16, "max_steps": 24,
+             "save_every_steps": 2, "eval_every_epoch": False, "progress_bar": False,
+             "precision": "fp32"}
 
-    run = tmp_path / "killed" / "plain/rte/full/seed3"
-    launched = subprocess.Popen([sys.executable, "-m", "mtdnn.experiment", "--config",
-                                 str(configs["killed"]), "--threads-per-job", "1"], cwd=REPO,
-                                env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+
+def killable_grid(folder: Path, prepared_data: Path, name: str) -> Path:
+    """One plain RTE run on the packaged encoder at 2 layers: slow enough per step to be
+    killed mid-run."""
+    files = {"train": str(head_jsonl(prepared_data / "rte" / "train.jsonl",
+                                     folder / "rte_train.jsonl", 128)),
+             "dev": str(head_jsonl(prepared_data / "rte" / "dev.jsonl",
+                                   folder / "rte_dev.jsonl", 16))}
+    config = folder / f"{name}.yaml"
+    config.write_text(yaml.safe_dump({
+        "tasks": ["rte"], "task_files": {"rte": files}, "seeds": [3],
+        "data_dir": str(prepared_data), "output_dir": str(folder / name),
+        "arms": {"plain": None}, "train": {**KILL_KEYS, "cache_dir": str(folder / "cache")}}))
+    return config
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The record of the same run, never interrupted."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    ran = experiment(killable_grid(folder, prepared_data, "whole"))
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    return json.loads((folder / "whole/plain/rte/full/seed3/result.json").read_text())
+
+
+def launch_and_wait_for_a_checkpoint(config: Path, run: Path) -> subprocess.Popen:
+    """The grid launched in the background, its log in ``<config>.log``."""
+    with config.with_suffix(".log").open("w") as log:
+        launched = subprocess.Popen([sys.executable, "-m", "mtdnn.experiment", "--config",
+                                     str(config), "--threads-per-job", "1"], cwd=REPO,
+                                    env=ENV, start_new_session=True, stdout=log, stderr=log)
     deadline = time.monotonic() + 600
     while not (run / "last" / "checkpoint.json").is_file():
         assert launched.poll() is None and time.monotonic() < deadline, "never saved"
         time.sleep(0.05)
+    return launched
+
+
+def worker_processes(launcher_pid: int) -> list[int]:
+    """The launcher's pool workers (not its resource tracker), from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == launcher_pid and b"spawn_main" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def assert_resumed_to(record: dict, original: dict, killed_at: int) -> None:
+    assert 0 < killed_at < KILL_KEYS["max_steps"]
+    assert record["resumed_from_step"] >= killed_at
+    assert record["metrics"] == original["metrics"]
+    assert record["steps"] == original["steps"] == KILL_KEYS["max_steps"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds workers in /proc")
+def test_a_cell_whose_worker_is_killed_is_resumed_by_the_engine(
+        prepared_data: Path, tmp_path: Path, uninterrupted: dict) -> None:
+    """The local engine submits the job again to a fresh pool; it resumes from ``last``
+    and ends with the uninterrupted run's metrics, in the same launch."""
+    config = killable_grid(tmp_path, prepared_data, "killed")
+    run = tmp_path / "killed/plain/rte/full/seed3"
+    launched = launch_and_wait_for_a_checkpoint(config, run)
+    workers = worker_processes(launched.pid)
+    assert len(workers) == 1, workers
+    os.kill(workers[0], signal.SIGKILL)  # the worker alone, mid-run: the launcher lives on
+    killed_at = json.loads((run / "last" / "checkpoint.json").read_text())["step"]
+    launched.wait(timeout=900)
+    stderr = config.with_suffix(".log").read_text()
+    assert launched.returncode == 0, stderr[-3000:]
+    assert "its worker process died; submitted again (retry 1 of 3)" in stderr
+    assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
+                      killed_at)
+
+
+@pytest.mark.slow
+def test_a_grid_killed_mid_run_resumes_when_launched_again(
+        prepared_data: Path, tmp_path: Path, uninterrupted: dict) -> None:
+    config = killable_grid(tmp_path, prepared_data, "killed")
+    run = tmp_path / "killed/plain/rte/full/seed3"
+    launched = launch_and_wait_for_a_checkpoint(config, run)
     os.killpg(launched.pid, signal.SIGKILL)  # the launcher and its worker, mid-run
     launched.wait()
     assert not (run / "result.json").exists(), "the run ended before it could be killed"
-    step = json.loads((run / "last" / "checkpoint.json").read_text())["step"]
-    assert 0 < step < keys["max_steps"]
+    killed_at = json.loads((run / "last" / "checkpoint.json").read_text())["step"]
 
-    resumed = experiment(configs["killed"])
+    resumed = experiment(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    record = json.loads((run / "result.json").read_text())
-    original = json.loads((tmp_path / "whole/plain/rte/full/seed3/result.json").read_text())
-    assert record["resumed_from_step"] >= step > 0
-    assert record["metrics"] == original["metrics"]
-    assert record["steps"] == original["steps"] == keys["max_steps"]
+    assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
+                      killed_at)
 
 
 def test_a_slurm_job_at_its_time_limit_is_requeued_with_the_same_call() -> None:
