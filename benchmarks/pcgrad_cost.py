@@ -32,7 +32,7 @@ TRAIN_FILES = {"rte": "rte/train.jsonl", "mrpc": "mrpc/train.jsonl",
 def measure(variant: str, args: argparse.Namespace) -> dict:
     summary = train_ours(list(TRAIN_FILES), args, variant, [
         *[f"tasks.{t}.train={args.data_dir / f}" for t, f in TRAIN_FILES.items()],
-        "sampler.kind=smart", f"pcgrad={str(variant == 'pcgrad').lower()}"])
+        "sampler.kind=stochastic_round_robin", f"pcgrad={str(variant == 'pcgrad').lower()}"])
     return {"step_s": summary["train_seconds"] / summary["steps"],
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from mtdnn.errors import MtdnnError, is_disk_full
 from mtdnn.files import atomic_write_text, read_json, sha256_of, write_error
+from mtdnn.rows import Origin, validate_row
 from mtdnn.task_def import TaskDef
 from mtdnn.task_types import LabelError
 
@@ -47,21 +48,19 @@ class SplitSource:
 
 
 def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:
-    """Validate one raw row against its task definition; errors name file and line."""
+    """One raw row as a canonical record (texts stripped, the label in its canonical form),
+    checked by the one row check every reader applies (:func:`mtdnn.rows.validate_row`);
+    errors name the raw file and line."""
+    origin = Origin(str(path), line=row.line)
     record: dict[str, Any] = {"uid": row.uid}
-    for name in task.inputs:
-        text = (row.texts.get(name) or "").strip()
-        if not text:
-            raise MtdnnError(f"task '{task.name}': empty text in field '{name}'",
-                             file=path, line=row.line, allowed="non-empty text")
-        record[name] = text
-    if row.label is None:
-        return record
-    try:
-        record["label"] = task.task_type.labels.canonical(row.label, task.labels)
-    except LabelError as error:
-        raise MtdnnError(f"task '{task.name}': {error.problem}", file=path, line=row.line,
-                         allowed=error.allowed) from None
+    record.update({name: (row.texts.get(name) or "").strip() for name in task.inputs})
+    if row.label is not None:  # a raw file's label (e.g. "0", "5.000") in canonical form
+        try:
+            record["label"] = task.task_type.labels.canonical(row.label, task.labels)
+        except LabelError as error:
+            raise origin.error(f"task '{task.name}': {error.problem}",
+                               allowed=error.allowed) from None
+    validate_row(task, record, origin)
     return record
 
 

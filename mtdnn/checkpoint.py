@@ -20,14 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 import yaml
 from safetensors import safe_open
@@ -35,12 +33,15 @@ from safetensors.torch import load_file, save_file
 
 from mtdnn._version import __version__
 from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_dir, atomic_write_text, sha256_of
+from mtdnn.files import atomic_dir, sha256_of
+from mtdnn.randomness import rng_state, set_rng_state
+from mtdnn.run_dir import RunDir
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
 from mtdnn.task_def import TaskDef, load_task_file
 
 if TYPE_CHECKING:  # mtdnn.model imports transformers (seconds); reading records needs none
+    from mtdnn.config import TrainConfig
     from mtdnn.model import MultiTaskModel
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,19 @@ def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_ya
                       tmp / TEACHER_FILE, metadata={"updates": str(state["updates"])})
         if training_state is not None:
             torch.save(training_state, tmp / STATE_FILE)
+
+
+def save_last(run: RunDir, model: MultiTaskModel, tokenizer: Any, config_yaml: str,
+              info: dict[str, Any], training_state: dict[str, Any],
+              teacher: MeanTeacher | None, is_best: bool, keep_last_n: int | None) -> None:
+    """The run's resumable ``last`` checkpoint; copied to ``best`` when its score is the
+    best so far, and to ``checkpoints/step-<N>`` when ``keep_last_n`` step copies are
+    kept (the oldest deleted)."""
+    save_checkpoint(run.last, model, tokenizer, config_yaml, info, training_state, teacher)
+    if is_best:
+        copy_checkpoint(run.last, run.best)
+    if keep_last_n:
+        keep_recent(run.path, info["step"], keep_last_n)
 
 
 def copy_checkpoint(source: Path, target: Path) -> None:
@@ -273,21 +287,6 @@ def restore_training_state(path: Path, optimizer: torch.optim.Optimizer, schedul
     return RunState(**{**run, "running": defaultdict(list, run["running"])})
 
 
-def rng_state() -> dict[str, Any]:
-    """Python's, numpy's and torch's (CPU and CUDA) random states."""
-    return {"python": random.getstate(), "numpy": np.random.get_state(),
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def resume_checkpoint(resume: str | None) -> Path | None:
     """The checkpoint to resume from: ``resume`` itself, or ``<resume>/last`` for a run."""
     if resume is None:
@@ -310,44 +309,26 @@ def continue_keys(run_dir: Path) -> dict[str, Any]:
     return {"overwrite": True} if run_dir.exists() else {}
 
 
-def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
-                      may_differ: tuple[str, ...] = ("resume", "overwrite", "progress_bar")
-                      ) -> None:
-    """Resuming with other settings would not continue the same run: name what differs.
-    ``overwrite`` says how a run started (a grid replaces a run folder it made itself),
-    not how it trains, so a resume need not repeat it."""
-    import yaml
+def build_model(config: TrainConfig, tasks: dict[str, TaskDef], resume_from: Path | None
+                ) -> tuple[MultiTaskModel, Any]:
+    """Fresh heads on the configured encoder; or the shared encoder (and matching heads) of
+    ``init_checkpoint``; or everything of the checkpoint being resumed."""
+    from mtdnn.model import MultiTaskModel, load_encoder
 
-    saved = yaml.safe_load(saved_yaml)
-    if saved.get("precision") == "auto":  # written before runs recorded the resolved one,
-        saved["precision"] = "fp32"       # when auto meant fp32 on a CPU
-    differing = sorted(k for k in set(saved) | set(current)
-                       if k not in may_differ and saved.get(k) != current.get(k)
-                       and not extends(saved, current, k))
-    if differing:
-        key = differing[0]
-        raise MtdnnError(f"the run to resume has {key}={saved.get(key)!r}, this one "
-                         f"{current.get(key)!r}", file=path / "config.yaml", key=key,
-                         allowed="the same config as the run being resumed (only resume, "
-                                 "overwrite and progress_bar may change, and max_steps, "
-                                 "epochs or min_steps may grow to extend it)")
-
-
-# Keys that may grow when a run is resumed: the run is extended, and its schedule is the
-# longer run's from there on (as Hugging Face Trainer does).
-EXTENDABLE = ("max_steps", "epochs", "min_steps")
-
-
-def extends(saved: dict[str, Any], current: dict[str, Any], key: str) -> bool:
-    """Whether ``current`` lengthens the saved run in ``key``."""
-    old, new = saved.get(key), current.get(key)
-    return key in EXTENDABLE and isinstance(new, int) and (old is None or new >= old)
-
-
-def truncate_metrics(path: Path, step: int) -> None:
-    """Drop ``metrics.jsonl`` lines written after ``step`` (a killed run's tail)."""
-    if not path.is_file():
-        return
-    keep = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-            if line.strip() and line.endswith("\n") and json.loads(line)["step"] <= step]
-    atomic_write_text(path, "".join(keep))
+    source = resume_from or (Path(config.init_checkpoint) if config.init_checkpoint else None)
+    if source is None:
+        encoder, tokenizer = load_encoder(config.encoder, config.encoder_layers,
+                                          config.encoder_dropout)
+        return MultiTaskModel(encoder, tasks), tokenizer
+    check_checkpoint(source)
+    encoder, tokenizer = load_encoder(str(source / ENCODER_DIR), dropout=config.encoder_dropout)
+    model = MultiTaskModel(encoder, tasks)
+    copied = init_heads_from(model, source)
+    if resume_from is None:
+        log.info("initialised from %s: encoder, heads of %s", source,
+                 ", ".join(copied) or "no task (all heads fresh)")
+    elif set(copied) != set(tasks):
+        raise MtdnnError(f"the checkpoint has no head for {sorted(set(tasks) - set(copied))}",
+                         file=source / HEADS_FILE, key="resume",
+                         allowed="resume with the same tasks")
+    return model, tokenizer

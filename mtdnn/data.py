@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import datasets
 import numpy as np
@@ -25,10 +25,15 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import torch
 
+from mtdnn.distributed import ONE_PROCESS, Distributed
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, read_jsonl, sha256_of
 from mtdnn.rows import Origin, validate_row
+from mtdnn.sources import canonical_path
 from mtdnn.task_def import TaskDef
+
+if TYPE_CHECKING:
+    from mtdnn.config import TrainConfig
 
 log = logging.getLogger(__name__)
 CACHE_FORMAT = 3  # bump when the cached columns change
@@ -260,3 +265,46 @@ class Collator:
 def get_batch(split: TaskSplit, indices: np.ndarray, collator: Collator) -> dict[str, torch.Tensor]:
     """The padded batch of ``split`` at ``indices``."""
     return collator(split.dataset[indices.tolist()])
+
+
+@dataclass
+class TaskSplits:
+    """A task's tokenized splits and its collator."""
+
+    train: TaskSplit
+    dev: TaskSplit | None
+    collator: Collator
+
+
+def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any,
+                   distributed: Distributed = ONE_PROCESS) -> dict[str, TaskSplits]:
+    """Tokenize (or load from cache) every task's train and dev files. Under torchrun rank 0
+    fills the cache first and the other ranks read it."""
+    if not distributed.is_main:
+        distributed.barrier()
+    data = _load_task_data(config, tasks, tokenizer)
+    if distributed.is_main:
+        distributed.barrier()
+    return data
+
+
+def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any
+                    ) -> dict[str, TaskSplits]:
+    cache = config.cache_path()
+    log.info("data cache: %s", cache)
+    data = {}
+    for name, task in tasks.items():
+        columns = config.tasks[name].columns
+        train_source, dev_source = config.task_files(name)
+        train_path = canonical_path(train_source, task, columns, cache, require_labels=True)
+        dev_path = dev_source and canonical_path(dev_source, task, columns, cache,
+                                                 require_labels=True)
+        train = load_split(train_path, task, tokenizer, config.max_seq_len, cache)
+        dev = load_split(dev_path, task, tokenizer, config.max_seq_len, cache) if dev_path else None
+        dtype = getattr(torch, task.task_type.target_dtype)
+        data[name] = TaskSplits(train, dev, Collator(tokenizer.pad_token_id, dtype))
+        for split in (train, dev):
+            if split is not None:
+                log.info("%s: %s, %d examples, %d truncated%s", name, split.path, len(split),
+                         split.num_truncated, " (cached)" if split.from_cache else "")
+    return data

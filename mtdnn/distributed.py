@@ -15,10 +15,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from mtdnn.errors import MtdnnError
+from mtdnn.precision import resolve_precision
+
+if TYPE_CHECKING:
+    from mtdnn.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -106,3 +113,18 @@ def init_distributed(device_kind: str) -> Distributed:
 def shutdown(distributed: Distributed) -> None:
     if distributed.enabled and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def use_cuda(config: TrainConfig) -> bool:
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise MtdnnError("CUDA was requested but is not available", key="device",
+                         allowed="auto, cpu")
+    return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+
+
+def choose_device(config: TrainConfig, local_rank: int = 0) -> tuple[torch.device, str]:
+    """The run's device (CUDA when present) and its resolved precision (``auto``: the
+    device's native bf16/fp16, fp32 on CPUs without bf16 or where SMART's ε needs it)."""
+    cuda = use_cuda(config)
+    device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
+    return device, resolve_precision(config.precision, device, config.smart)

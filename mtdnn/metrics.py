@@ -7,9 +7,16 @@ Inputs are numpy arrays: class indices for classification (F1's positive class i
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
+
+from mtdnn.errors import MtdnnError
+
+if TYPE_CHECKING:
+    from mtdnn.data import TaskSplits
+    from mtdnn.task_def import TaskDef
 
 
 def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
@@ -59,3 +66,20 @@ def compute_metrics(names: tuple[str, ...], predictions: np.ndarray,
                     labels: np.ndarray) -> dict[str, float]:
     """``{metric: value}`` for each metric name."""
     return {name: METRIC_FUNCTIONS[name](predictions, labels) for name in names}
+
+
+def score_of(metrics: dict[str, dict[str, float]], best_metric: str) -> float:
+    """The model-selection score: ``mean`` of each task's first metric, or ``task/metric``."""
+    if best_metric == "mean":
+        return float(np.mean([next(iter(m.values())) for m in metrics.values()]))
+    task, _, metric = best_metric.partition("/")
+    return metrics[task][metric]
+
+
+def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[str, TaskSplits]
+                      ) -> None:
+    with_dev = [t for t in tasks if data[t].dev is not None]
+    allowed = ", ".join(["mean"] + [f"{t}/{m}" for t in with_dev for m in tasks[t].metrics])
+    task, _, metric = best_metric.partition("/")
+    if best_metric != "mean" and (task not in with_dev or metric not in tasks[task].metrics):
+        raise MtdnnError(f"no dev metric '{best_metric}'", key="best_metric", allowed=allowed)

@@ -12,13 +12,14 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from mtdnn.config import PACKAGED_ENCODER
+from mtdnn.config import PACKAGED_ENCODER, TrainConfig
 from mtdnn.errors import MtdnnError
 from mtdnn.task_def import TaskDef
 
@@ -185,3 +186,27 @@ def load_encoder(name: str, num_layers: int | None = None, dropout: float | None
                          f"file?): {str(error).splitlines()[0]}", file=path, key="encoder",
                          allowed="a folder written whole by save_pretrained") from None
     return encoder, tokenizer
+
+
+def check_lengths(config: TrainConfig, tasks: dict[str, TaskDef], encoder: Any,
+                  tokenizer: Any) -> None:
+    """``max_seq_len`` must fit the encoder's position embeddings and leave the tokenizer
+    room to truncate to (special tokens plus a token per text); otherwise transformers
+    fails mid-run or silently truncates nothing."""
+    positions = getattr(encoder.config, "max_position_embeddings", None)
+    if positions and encoder.config.model_type in OFFSET_POSITION_MODELS:
+        positions -= 2  # RoBERTa-style position ids start after the padding index
+    if positions and config.max_seq_len > positions:
+        raise MtdnnError(f"max_seq_len {config.max_seq_len} is longer than the encoder's "
+                         f"{positions} position embeddings", key="max_seq_len",
+                         allowed=f"1 to {positions} for {config.encoder}")
+    for task in tasks.values():
+        pair = len(task.inputs) == 2
+        shortest = tokenizer.num_special_tokens_to_add(pair=pair) + len(task.inputs)
+        if config.max_seq_len < shortest:
+            raise MtdnnError(f"max_seq_len {config.max_seq_len} leaves no room for task "
+                             f"'{task.name}''s text after the tokenizer's special tokens",
+                             key="max_seq_len", allowed=f"at least {shortest}")
+
+
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart")

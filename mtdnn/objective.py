@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mtdnn.config import SmartConfig
+from mtdnn.config import SmartConfig, TrainConfig
 from mtdnn.model import MultiTaskModel
 from mtdnn.smart import (
     DIVERGENCES,
@@ -92,3 +92,11 @@ def batch_loss(model: MultiTaskModel, task: TaskDef, batch: dict[str, torch.Tens
         result.terms.update(bregman_loss=breg.detach(),
                             bregman_ratio=smart.bregman_weight * breg.detach() / scale)
     return result
+
+
+def smart_adv_weights(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[str, float]:
+    """λ_s per task: the task's override, else the run's; 0 everywhere when SMART is off."""
+    if not config.smart.enabled:
+        return {name: 0.0 for name in tasks}
+    return {name: config.smart.adv_weight if task.smart.adv_weight is None
+            else task.smart.adv_weight for name, task in tasks.items()}

@@ -207,8 +207,9 @@ class ShuffleRoundRobin(TaskStreams):
         return [(self.next(self.tasks[i]),) for i in draws]
 
 
-class SmartRoundRobin(Sampler):
-    """BERTriad's smart round-robin (Appendix A, Algorithm 1).
+class StochasticRoundRobin(Sampler):
+    """BERTriad's "smart" round-robin (Appendix A, Algorithm 1); renamed here so that it is
+    not taken for SMART, the regulariser (configs that say ``smart`` still read).
 
     An epoch is M steps, M = the largest task's number of batches. At step i each task t
     with n_t batches joins with probability n_t / M, and is forced to join when its
@@ -256,8 +257,8 @@ SAMPLERS: dict[str, SamplerFactory] = {
         sizes, bs, rng, lengths),
     "shuffle": lambda sizes, bs, rng, config, epochs, lengths: ShuffleRoundRobin(
         sizes, bs, rng, lengths),
-    "smart": lambda sizes, bs, rng, config, epochs, lengths: SmartRoundRobin(
-        sizes, bs, rng, lengths),
+    "stochastic_round_robin": lambda sizes, bs, rng, config, epochs, lengths:
+        StochasticRoundRobin(sizes, bs, rng, lengths),
 }
 
 

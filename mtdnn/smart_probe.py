@@ -31,7 +31,7 @@ from mtdnn.errors import MtdnnError
 if TYPE_CHECKING:  # torch loads with the model, after the arguments are read
     import torch
 
-    from mtdnn.components import TaskSplits
+    from mtdnn.data import TaskSplits
     from mtdnn.model import MultiTaskModel
     from mtdnn.task_def import TaskDef
 
@@ -49,13 +49,11 @@ class Probed:
 
 def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = None) -> Probed:
     """``checkpoint``'s model (or the encoder with a fresh head) and the task's train data."""
-    from mtdnn.components import (
-        build_model,
-        choose_device,
-        load_task_data,
-        seed_everything,
-        select_tasks,
-    )
+    from mtdnn.checkpoint import build_model
+    from mtdnn.config import select_tasks
+    from mtdnn.data import load_task_data
+    from mtdnn.distributed import choose_device
+    from mtdnn.randomness import seed_everything
 
     if checkpoint is not None:
         config = dataclasses.replace(config, init_checkpoint=str(checkpoint))
@@ -71,8 +69,8 @@ def probe(probed: Probed, epsilons: list[float], batches: int) -> list[dict]:
     """One row per ε: R_s, R_s ÷ task loss and ‖δ‖∞ in eval and in training mode."""
     import torch  # noqa: F811 - at run time (the module-level import is for type hints)
 
-    from mtdnn.components import choose_device
     from mtdnn.data import get_batch
+    from mtdnn.distributed import choose_device
     from mtdnn.objective import batch_loss
     from mtdnn.precision import AMP_DTYPES, autocast_context
 

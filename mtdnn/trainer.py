@@ -24,46 +24,32 @@ from tqdm.auto import tqdm
 
 from mtdnn._version import code_version
 from mtdnn.checkpoint import (
-    EXTENDABLE,
     RunState,
-    copy_checkpoint,
-    keep_recent,
+    build_model,
     restore_training_state,
     resume_checkpoint,
-    save_checkpoint,
+    save_last,
     saved_run_config,
     training_state,
-    truncate_metrics,
 )
-from mtdnn.components import (
-    build_model,
-    check_best_metric,
-    check_lengths,
-    check_run_dir,
-    choose_device,
-    load_task_data,
-    score_of,
-    seed_everything,
-    select_tasks,
-    smart_adv_weights,
-    start_run_dir,
-    use_cuda,
-)
-from mtdnn.config import TrainConfig, config_to_yaml
-from mtdnn.data import get_batch
-from mtdnn.distributed import Distributed, init_distributed, shutdown
+from mtdnn.config import TrainConfig, config_to_yaml, select_tasks
+from mtdnn.data import get_batch, load_task_data
+from mtdnn.distributed import Distributed, choose_device, init_distributed, shutdown, use_cuda
 from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
 from mtdnn.inference import mean_entropy, predict_split, split_metrics
-from mtdnn.objective import batch_loss
+from mtdnn.metrics import check_best_metric, score_of
+from mtdnn.model import check_lengths
+from mtdnn.objective import batch_loss, smart_adv_weights
 from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.precision import AMP_DTYPES, autocast_context, machine_description
-from mtdnn.reporting import Reporters, check_reporters
-from mtdnn.run_dir import RunDir
+from mtdnn.randomness import seed_everything
+from mtdnn.run_dir import EXTENDABLE, RunDir, check_run_dir, start_run_dir
 from mtdnn.sampling import Step, build_sampler
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
+from mtdnn.trackers import Trackers, check_trackers
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +148,7 @@ class TrainingRecipe:
         self.amp_dtype = AMP_DTYPES[precision]
         log.info("device %s, precision %s", self.device, precision)
         check_run_dir(config, self.resume_from)
-        check_reporters(config.report_to)
+        check_trackers(config.report_to)
         seed_everything(config.seed)
         self._setup_model()
         self._setup_data()
@@ -238,16 +224,15 @@ class TrainingRecipe:
             self.state = restore_training_state(self.resume_from, self.optimizer,
                                                 self.scheduler, self.scaler, self.teacher)
             if self.main:
-                truncate_metrics(RunDir(self.run_dir).metrics, self.state.step)
+                RunDir(self.run_dir).truncate_metrics(self.state.step)
             log.info("resumed from %s at step %d (epoch %d)", self.resume_from,
                      self.state.step, self.state.epoch)
             self._extend_schedule()
-        self.writer = self.metrics_file = None
+        self.trackers = None
         self.stopped_early = False
         if self.main:
-            self.writer = Reporters(self.config.report_to, self.run_dir, self.state.step,
+            self.trackers = Trackers(self.config.report_to, self.run_dir, self.state.step,
                                     to_dict(self.config))
-            self.metrics_file = open(RunDir(self.run_dir).metrics, "a", encoding="utf-8")
         self.resumed_from_step = self.state.step
         # This process's share of the training time, evaluation and checkpointing excluded.
         self.started, self.outside_training, self.examples = time.perf_counter(), 0.0, 0
@@ -398,10 +383,6 @@ class TrainingRecipe:
 
     # -- logging, evaluation, checkpoints ---------------------------------------------------
 
-    def record(self, entry: dict[str, Any]) -> None:
-        self.metrics_file.write(json.dumps(entry) + "\n")
-        self.metrics_file.flush()
-
     def log_training(self, progress: tqdm) -> None:
         """Means of the values gathered since the last log line: reduced across ranks,
         moved to the host, written to tensorboard and metrics.jsonl (rank 0)."""
@@ -430,18 +411,18 @@ class TrainingRecipe:
         for name, value in (("lr", lr), ("grad_norm", float(self.grad_norm)),
                             ("adv_skipped", adv_skipped),
                             ("nonfinite_skipped", state.nonfinite_skipped)):
-            self.writer.add_scalar(f"train/{name}", value, step)
+            self.trackers.add_scalar(f"train/{name}", value, step)
         by_task: dict[str, dict[str, float]] = {}
         for key, value in means.items():
-            self.writer.add_scalar(f"train/{key}", value, step)
+            self.trackers.add_scalar(f"train/{key}", value, step)
             task, name = key.split("/")
             by_task.setdefault(task, {})[name] = value
         teacher = {}
         if self.teacher is not None:
             teacher = {"teacher_start_share": self.teacher.start_share}
-            self.writer.add_scalar("train/teacher_start_share", self.teacher.start_share, step)
+            self.trackers.add_scalar("train/teacher_start_share", self.teacher.start_share, step)
         for task in sorted(by_task):
-            self.record({"kind": "train", "step": step, "epoch": state.epoch, "task": task,
+            self.trackers.record({"kind": "train", "step": step, "epoch": state.epoch, "task": task,
                          "lr": lr, "adv_skipped": adv_skipped, **teacher, **by_task[task]})
 
     def evaluate(self) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
@@ -492,27 +473,23 @@ class TrainingRecipe:
             metrics, entropy = self.evaluate()
             for task, values in metrics.items():
                 for name, value in values.items():
-                    self.writer.add_scalar(f"eval/{task}/{name}", value, state.step)
+                    self.trackers.add_scalar(f"eval/{task}/{name}", value, state.step)
             for task, value in entropy.items():
-                self.writer.add_scalar(f"eval/{task}/entropy", value, state.step)
+                self.trackers.add_scalar(f"eval/{task}/entropy", value, state.step)
             score = score_of(metrics, config.best_metric) if metrics else -state.step
             is_best = score > state.best_score
             state.best_score = max(state.best_score, score)
             entry = {"kind": "eval", "step": state.step, "epoch": state.epoch,
                      "metrics": metrics, "entropy": entropy, "score": score, "best": is_best}
-            self.record(entry)
+            self.trackers.record(entry)
             state.evals.append(entry)
             log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
                      " (best)" if is_best else "")
             info.update(metrics=metrics, score=score)
-        save_checkpoint(self.run_dir / "last", self.model, self.tokenizer,
-                        config_to_yaml(config), info, teacher=self.teacher,
-                        training_state=training_state(state, self.optimizer, self.scheduler,
-                                                      self.scaler))
-        if is_best:
-            copy_checkpoint(self.run_dir / "last", self.run_dir / "best")
-        if evaluate and config.keep_last_n:
-            keep_recent(self.run_dir, state.step, config.keep_last_n)
+        save_last(RunDir(self.run_dir), self.model, self.tokenizer, config_to_yaml(config),
+                  info, training_state(state, self.optimizer, self.scheduler, self.scaler),
+                  self.teacher, is_best=is_best,
+                  keep_last_n=config.keep_last_n if evaluate else None)
 
     def _count_training_time(self) -> None:
         """Bring the state's training time and examples up to now (saved with it)."""
@@ -526,8 +503,7 @@ class TrainingRecipe:
         if not self.main:
             return {"run_dir": str(self.run_dir), "steps": state.step,
                     "rank": self.distributed.rank}
-        self.writer.close()
-        self.metrics_file.close()
+        self.trackers.close()
         best = max(state.evals, key=lambda e: e["score"])
         self._count_training_time()
         seconds = state.train_seconds

@@ -296,7 +296,7 @@ CASES = [
          "train.tsv:3: task 'rte': label 'maybe' is not one of the task's labels"),
     Case("data file", "empty text", "data_prep",
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW + "1\t \tB.\tentailment\n"),
-         "train.tsv:3: task 'rte': empty text in field 'sentence1'"),
+         "train.tsv:3: task 'rte': field 'sentence1' is missing or empty"),
     Case("data file", "non-numeric regression score", "data_prep",
          lambda t, c: raw_glue(t, "STS-B/train.tsv",
                                "index\tsentence1\tsentence2\tscore\n0\tA.\tB.\thigh\n"),

@@ -102,7 +102,7 @@ BAD_ROWS = {
                           "label 'maybe' is not one of the task's labels (allowed: entailment, "
                           "not_entailment)"),
     "empty text": ("glue/RTE/dev.tsv", RTE_GOOD + "1\t  \tB.\tentailment\n", 3,
-                   "empty text in field 'sentence1'"),
+                   "field 'sentence1' is missing or empty"),
     "non-numeric score": ("glue/STS-B/train.tsv",
                           "index\tsentence1\tsentence2\tscore\n0\tA.\tB.\t3.5\n1\tA.\tB.\thigh\n",
                           3, "regression score 'high' is not a number"),

@@ -374,7 +374,7 @@ def test_migration_moves_old_records_to_the_runner_format(tmp_path: Path,
 def test_differences_against_a_baseline_give_welch_p() -> None:
     from scipy import stats
 
-    from mtdnn.report import subsets_table
+    from mtdnn.tables import subsets_table
 
     sizes = {"scitail": {"1pct": {"available": True, "size": 235},
                          "10pct": {"available": True, "size": 2359},
@@ -410,7 +410,7 @@ def test_differences_against_a_baseline_give_welch_p() -> None:
 def test_welch_p_takes_a_constant_side_without_a_warning() -> None:
     import warnings
 
-    from mtdnn.report import welch_p
+    from mtdnn.tables import welch_p
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -423,7 +423,7 @@ def test_welch_p_takes_a_constant_side_without_a_warning() -> None:
 def test_paired_differences_match_runs_by_seed_and_stage_seed() -> None:
     from scipy import stats
 
-    from mtdnn.report import paired_table
+    from mtdnn.tables import paired_table
 
     ours = {"plain": {(13, None): 0.60, (14, None): 0.70, (15, None): 0.65},
             "smart": {(13, None): 0.62, (14, None): 0.71, (15, None): 0.68, (16, None): 0.99},
@@ -453,7 +453,7 @@ def test_runs_of_one_stage_seed_count_once_in_every_test() -> None:
     each is one sample (its runs' mean), so stage-1 variance is in the spread."""
     from scipy import stats
 
-    from mtdnn.report import difference, paired_difference
+    from mtdnn.tables import difference, paired_difference
 
     def keyed(runs: dict[tuple[int, int | None], float]) -> dict:
         return {("full", seed, stage): value for (seed, stage), value in runs.items()}
@@ -478,7 +478,7 @@ def test_runs_of_one_stage_seed_count_once_in_every_test() -> None:
 
 
 def test_learning_curves_and_the_fine_tuning_length_rule() -> None:
-    from mtdnn.report import learning_curve_table
+    from mtdnn.tables import learning_curve_table
 
     curves = {("rte", 1): [0.50, 0.615, 0.61], ("rte", 2): [0.52, 0.635, 0.63],
               ("mrpc", 1): [0.70, 0.74, 0.75], ("mrpc", 2): [0.72, 0.76, 0.77]}
@@ -501,7 +501,7 @@ def test_learning_curves_and_the_fine_tuning_length_rule() -> None:
 def test_the_papers_sign_pattern_beside_ours() -> None:
     from scipy import stats
 
-    from mtdnn.report import sign_pattern_table
+    from mtdnn.tables import sign_pattern_table
 
     ours = {("plain", "rte"): [0.60, 0.62, 0.61], ("smart", "rte"): [0.64, 0.66, 0.65],
             ("plain", "mrpc"): [0.80, 0.81, 0.79], ("smart", "mrpc"): [0.79, 0.80, 0.80]}
@@ -627,7 +627,7 @@ def test_publish_copies_records_of_a_relative_output_dir(tmp_path: Path,
 
 
 def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
-    from mtdnn.report import tasks_table
+    from mtdnn.tables import tasks_table
 
     table = tasks_table(["plain", "smart"], [], {}, ["rte"])
     assert table == "No run has finished yet (arms: plain, smart).\n"

@@ -57,7 +57,7 @@ def test_smart_round_robin_with_pcgrad_and_smart_trains(prepared_data: Path,
 
     overrides = ["tasks=[rte,mrpc]", f"encoder={tiny_encoder_dir}", "batch_size=8",
                  "max_steps=4", "log_every_steps=1", "progress_bar=false", "max_seq_len=32",
-                 "sampler.kind=smart", "pcgrad=true", "smart.enabled=true",
+                 "sampler.kind=stochastic_round_robin", "pcgrad=true", "smart.enabled=true",
                  f"cache_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}"]
     for task, rows in (("rte", 40), ("mrpc", 16)):
         train_file = head_jsonl(prepared_data / task / "train.jsonl", tmp_path / f"{task}.jsonl",

@@ -46,7 +46,7 @@ def test_every_yaml_example_loads(text: str, tmp_path: Path) -> None:
         path.write_text(text)
         assert load_task_file(path)
     else:
-        from mtdnn.components import select_tasks
+        from mtdnn.config import select_tasks
 
         config = config_from_dict(data, source="README")
         assert select_tasks(config)  # inline definitions included

@@ -11,7 +11,7 @@ from mtdnn.sampling import (
     CycleRoundRobin,
     ProportionalSampler,
     ShuffleRoundRobin,
-    SmartRoundRobin,
+    StochasticRoundRobin,
     TemperatureSampler,
     build_sampler,
 )
@@ -122,8 +122,8 @@ def test_shuffle_round_robin_uniform_single_task_steps() -> None:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_smart_round_robin_sees_every_batch_exactly_once(seed: int) -> None:
-    sampler = SmartRoundRobin(SIZES, 32, np.random.default_rng(seed))
+def test_stochastic_round_robin_sees_every_batch_exactly_once(seed: int) -> None:
+    sampler = StochasticRoundRobin(SIZES, 32, np.random.default_rng(seed))
     for _ in range(2):  # two epochs
         plan = sampler.plan_epoch()
         assert len(plan) == 32
@@ -133,9 +133,9 @@ def test_smart_round_robin_sees_every_batch_exactly_once(seed: int) -> None:
             assert sorted(seen.tolist()) == list(range(size)), task
 
 
-def test_smart_round_robin_inclusion_probability() -> None:
+def test_stochastic_round_robin_inclusion_probability() -> None:
     # Away from the forced end, a task with n batches joins a step with probability n / M.
-    sampler = SmartRoundRobin({"big": 100, "small": 25}, 1, np.random.default_rng(0))
+    sampler = StochasticRoundRobin({"big": 100, "small": 25}, 1, np.random.default_rng(0))
     joined = []
     for _ in range(400):
         plan = sampler.plan_epoch()
@@ -144,7 +144,7 @@ def test_smart_round_robin_inclusion_probability() -> None:
     assert abs(rate - 0.25) < 0.01
 
 
-@pytest.mark.parametrize("kind", ["proportional", "smart", "temperature"])
+@pytest.mark.parametrize("kind", ["proportional", "stochastic_round_robin", "temperature"])
 def test_group_by_length_pads_less_and_stays_random(kind: str) -> None:
     rng = np.random.default_rng(0)
     sizes = {"a": 3000, "b": 500}
@@ -183,3 +183,21 @@ def test_group_by_length_keeps_small_tasks_random() -> None:
     spans = [max(b) - min(b) for b in epochs[0]]
     assert np.mean(spans) < 0.5 * 240
     assert epochs[0] != {tuple(range(i, i + 16)) for i in range(0, 240, 16)}
+
+
+def test_the_former_name_smart_still_reads_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``sampler.kind: smart`` (before the rename that keeps it apart from SMART the
+    regulariser) loads as ``stochastic_round_robin``, and a record that says ``smart``
+    compares equal to a config that says the new name."""
+    from mtdnn.config import load_config
+    from mtdnn.experiment.config import without_cosmetic
+
+    with caplog.at_level("WARNING"):
+        config = load_config(None, ["tasks=[rte]", "sampler.kind=smart"])
+    assert config.sampler.kind == "stochastic_round_robin"
+    assert "'smart' is now called 'stochastic_round_robin'" in caplog.text
+    old = {"sampler": {"kind": "smart", "group_by_length": True}, "epochs": 3}
+    new = {"sampler": {"kind": "stochastic_round_robin", "group_by_length": True}, "epochs": 3}
+    assert without_cosmetic(old) == without_cosmetic(new)
+    assert without_cosmetic({"sampler": {"kind": "cycle"}}) != without_cosmetic(new)

@@ -114,13 +114,13 @@ def record_saves(monkeypatch) -> list[dict]:
     import mtdnn.trainer
 
     saves = []
-    real_save = mtdnn.trainer.save_checkpoint
+    real_save = mtdnn.trainer.save_last
 
-    def recording_save(folder, *args, **kwargs):
+    def recording_save(run, *args, **kwargs):
         saves.append(args[3])
-        return real_save(folder, *args, **kwargs)
+        return real_save(run, *args, **kwargs)
 
-    monkeypatch.setattr(mtdnn.trainer, "save_checkpoint", recording_save)
+    monkeypatch.setattr(mtdnn.trainer, "save_last", recording_save)
     return saves
 
 

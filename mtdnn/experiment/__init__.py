@@ -25,7 +25,7 @@ config's now is an error, not a silent mix. Each stage seed and each run is one 
 (:mod:`~mtdnn.experiment.jobs`), run on an engine (:mod:`mtdnn.engines`):
 local processes (``--jobs N``), Slurm through ``submitit``, or a Ray cluster.
 Results: ``results.csv`` (one row per run and metric), ``results.md`` (see
-:mod:`mtdnn.report` for the two layouts) and ``results.png``.
+:mod:`mtdnn.tables` for the two layouts) and ``results.png``.
 
 The package's modules, in the order a run meets them: :mod:`~mtdnn.experiment.config`
 (the YAML), :mod:`~mtdnn.experiment.grid` (the runs), :mod:`~mtdnn.experiment.records`

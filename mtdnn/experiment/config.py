@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mtdnn.config import apply_override, config_from_dict, load_mapping, merged
+from mtdnn.config import (
+    apply_override,
+    config_from_dict,
+    load_mapping,
+    merged,
+    with_current_names,
+)
 from mtdnn.engines import LauncherConfig
 from mtdnn.errors import MtdnnError
 from mtdnn.schema import build
@@ -116,6 +122,9 @@ class ExperimentConfig:
 
 
 def without_cosmetic(keys: dict[str, Any]) -> dict[str, Any]:
+    """Training keys as runs are compared: cosmetic ones dropped, renamed values under
+    their current names (a record of an older run matches a config written today)."""
+    keys = with_current_names(keys, warn=False)
     return {k: v for k, v in sorted(keys.items()) if k not in COSMETIC_TRAIN_KEYS}
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mtdnn import report
+from mtdnn import tables
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import Agreement, ExperimentConfig, task_subsets
 from mtdnn.experiment.grid import grid_tasks
@@ -40,25 +40,25 @@ def write_report(config: ExperimentConfig,
     out = Path(config.output_dir)
     records = collect(config, sizes)
     arms = list(config.arms)
-    report.write_csv(records, out / "results.csv")
+    tables.write_csv(records, out / "results.csv")
     if config.layout == "subsets":
         tasks = list(grid_tasks(config))
-        table = report.subsets_table(
+        table = tables.subsets_table(
             tasks, {t: list(task_subsets(config, t)) for t in tasks},
             isinstance(config.subsets, dict), sizes, arms, records, config.baseline,
             {arm: set(spec.tasks or tasks) for arm, spec in config.arms.items()})
         plot_subsets(records, tasks, arms, out / "results.png")
         columns = {f"{t} {s}": (t, "accuracy", s) for t in tasks for s in task_subsets(config, t)}
     else:
-        table = report.tasks_table(arms, records, stage_rows(config), list(config.tasks),
+        table = tables.tasks_table(arms, records, stage_rows(config), list(config.tasks),
                                    config.baseline)
-        table += report.learning_curve_table(arms, records, list(config.tasks))
-        found = report.task_columns(records, list(config.tasks))
+        table += tables.learning_curve_table(arms, records, list(config.tasks))
+        found = tables.task_columns(records, list(config.tasks))
         columns = {f"{t} {m}": (t, m, None) for t, m in found}
         plot_arms(records, found, arms, out / "results.png")
-    pairs = report.arm_pairs(arms, config.baseline)
-    table += report.paired_table(pairs, columns, records)
-    table += report.sign_pattern_table(config.paper, pairs, columns, records)
+    pairs = tables.arm_pairs(arms, config.baseline)
+    table += tables.paired_table(pairs, columns, records)
+    table += tables.sign_pattern_table(config.paper, pairs, columns, records)
     for task in config.agreement:
         reference = uniform_reference(config.agreement[task])  # the same for every subset
         for subset in task_subsets(config, task):
@@ -86,13 +86,13 @@ def agreement_section(records: list[dict[str, Any]], task: str, subset: str, arm
     from mtdnn import agreement
 
     runs = {arm: found for arm in arms if (found := {
-        report.run_key(r): r["agreement"] for r in records
+        tables.run_key(r): r["agreement"] for r in records
         if r["arm"] == arm and r["task"] == task and r["subset"] == subset
         and r.get("agreement")})}
     if not runs:
         return ""
 
-    def keyed(arm: str, level: str, measure: str) -> report.Keyed:
+    def keyed(arm: str, level: str, measure: str) -> tables.Keyed:
         return {run: np.nan if found[level].get(measure) is None else found[level][measure]
                 for run, found in runs[arm].items()}
 
@@ -131,19 +131,19 @@ def agreement_differences(keyed: Any, arms: list[str], base: str) -> str:
     heads = {"accuracy": "accuracy", "kl_100": "KL to 100", "kl_100_tempered": "KL at T"}
     columns = [("accuracy", level) for level in agreement.LEVELS] + [
         (m, level) for m in ("kl_100", "kl_100_tempered") for level in agreement.ANNOTATED]
-    lines = report.table_head([f"{heads[m]} {level}" for m, level in columns], first="pair")
+    lines = tables.table_head([f"{heads[m]} {level}" for m, level in columns], first="pair")
 
     def gap(arm: str, measure: str, level: str) -> str:
         ours, theirs = keyed(arm, level, measure), keyed(base, level, measure)
         if np.isnan([*ours.values(), *theirs.values()]).any():  # recorded before the measure
             return "—"
-        return report.difference(ours, theirs, agreement.DECIMALS[measure])
+        return tables.difference(ours, theirs, agreement.DECIMALS[measure])
 
     for arm in others:
         lines.append(f"| {arm} − {base} | " + " | ".join(
             gap(arm, m, level) for m, level in columns) + " |")
     return (f"\nDifferences from {base} (accuracy in points, KL in nats; "
-            f"{report.WELCH_UNITS}; {len(others) * len(columns)} comparisons, not corrected "
+            f"{tables.WELCH_UNITS}; {len(others) * len(columns)} comparisons, not corrected "
             "for multiple comparisons):\n\n" + "\n".join(lines) + "\n")
 
 

@@ -1,10 +1,13 @@
-"""Where a run's scalars go (``report_to``): tensorboard (default, in ``<run>/tensorboard``),
-and Weights & Biases or MLflow when they are installed and asked for. ``metrics.jsonl`` is
-written whatever this says."""
+"""Where a run's logged values go: ``<run>/metrics.jsonl`` always (one JSON line per
+training log and per dev evaluation: what the experiment runner and the tables read), and
+the scalars to the trackers of ``report_to``: tensorboard (default, in
+``<run>/tensorboard``), and Weights & Biases or MLflow when they are installed and asked
+for."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +16,8 @@ from mtdnn.errors import MtdnnError
 PACKAGES = {"wandb": "wandb", "mlflow": "mlflow"}
 
 
-def check_reporters(names: tuple[str, ...]) -> None:
-    """A reporter whose package is missing is an error before the run starts."""
+def check_trackers(names: tuple[str, ...]) -> None:
+    """A tracker whose package is missing is an error before the run starts."""
     for name in names:
         if name in PACKAGES and importlib.util.find_spec(PACKAGES[name]) is None:
             raise MtdnnError(f"report_to names '{name}', which is not installed",
@@ -22,11 +25,15 @@ def check_reporters(names: tuple[str, ...]) -> None:
                                                       "report_to: [tensorboard]")
 
 
-class Reporters:
-    """``add_scalar(tag, value, step)`` to every reporter the run asked for."""
+class Trackers:
+    """``record(entry)``: a line of ``metrics.jsonl``; ``add_scalar(tag, value, step)``: to
+    every tracker the run asked for."""
 
     def __init__(self, names: tuple[str, ...], run_dir: Path, first_step: int,
                  config: dict[str, Any]) -> None:
+        from mtdnn.run_dir import RunDir
+
+        self.metrics = open(RunDir(run_dir).metrics, "a", encoding="utf-8")
         self.sinks: list[Any] = []
         if "tensorboard" in names:
             from torch.utils.tensorboard import SummaryWriter
@@ -46,6 +53,11 @@ class Reporters:
             mlflow.log_params({k: str(v)[:250] for k, v in config.items()})
             self.sinks.append(_MlflowSink(mlflow))
 
+    def record(self, entry: dict[str, Any]) -> None:
+        """One line of ``metrics.jsonl``, flushed (a killed run keeps what it logged)."""
+        self.metrics.write(json.dumps(entry) + "\n")
+        self.metrics.flush()
+
     def add_scalar(self, tag: str, value: float, step: int) -> None:
         for sink in self.sinks:
             sink.add_scalar(tag, value, step)
@@ -53,6 +65,7 @@ class Reporters:
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
+        self.metrics.close()
 
 
 class _WandbSink:
