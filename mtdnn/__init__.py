@@ -28,28 +28,10 @@ def train(config: TrainConfig | str | dict[str, Any] | None = None, /,
     mappings, merged: ``optimizer={"lr": 3e-5}``; ``tasks`` replaces the file's tasks, as
     ``tasks=[...]`` does on the command line), validated as the command line's are.
     """
-    from mtdnn.config import (
-        TrainConfig,
-        config_from_dict,
-        load_mapping,
-        merged,
-        warn_inert_preset,
-    )
-    from mtdnn.schema import to_dict
+    from mtdnn.config import resolve_config
     from mtdnn.trainer import train as run
 
-    if isinstance(config, TrainConfig):
-        base = to_dict(config)
-    elif isinstance(config, dict):
-        base = dict(config)
-    else:
-        base = load_mapping(config, packaged=True)
-    laid = merged(base, {k: v for k, v in keys.items() if k != "tasks"})
-    if "tasks" in keys:
-        laid["tasks"] = keys["tasks"]
-    source = config if isinstance(config, str) else None
-    built = warn_inert_preset(config_from_dict(laid, source=source))
-    return run(built)
+    return run(resolve_config(config, keys=keys))
 
 
 def __getattr__(name: str) -> Any:

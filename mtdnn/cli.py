@@ -41,7 +41,7 @@ written to <output>.metrics.json. --format glue writes a GLUE submission TSV
 
 
 def train_main(argv: list[str] | None = None) -> None:
-    from mtdnn.config import load_config
+    from mtdnn.config import resolve_config
     from mtdnn.config_help import help_epilog
 
     parser = argparse.ArgumentParser(prog="mtdnn-train", description=TRAIN_HELP,
@@ -58,7 +58,7 @@ def train_main(argv: list[str] | None = None) -> None:
     if args.list_configs:
         print(list_configs())
         return
-    config = load_config(args.config, args.overrides)  # a bad key is answered before torch loads
+    config = resolve_config(args.config, args.overrides)  # a bad key is answered before torch loads
     from mtdnn.trainer import train
 
     summary = train(config)

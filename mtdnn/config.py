@@ -1,6 +1,6 @@
 """Typed run configuration: a YAML file (or a packaged config by name) plus ``key=value`` overrides.
 
-``load_config("mtdnn_glue", ["optimizer.lr=3e-5", "tasks=[rte,mrpc]"])``
+``resolve_config("mtdnn_glue", ["optimizer.lr=3e-5", "tasks=[rte,mrpc]"])``
 parses the YAML, applies each override (the value is parsed as YAML), and builds a frozen
 :class:`TrainConfig`. Unknown keys and wrong types are errors that name the key. The
 resolved config is written into the run folder at start (see :mod:`mtdnn.trainer`).
@@ -12,6 +12,7 @@ import copy
 import logging
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -572,12 +573,63 @@ def with_current_names(
     return data
 
 
-def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> TrainConfig:
+def resolve_config(
+    source: TrainConfig | str | Path | dict[str, Any] | None = None,
+    overrides: Iterable[str] = (),
+    /,
+    *,
+    keys: dict[str, Any] | None = None,
+    origin: str | None = None,
+    tasks_later: bool = False,
+) -> TrainConfig:
+    """The one way in to a run config: the command line, ``mtdnn.train()``, the experiment
+    runner and the probe all come through here.
+
+    ``source`` is a :class:`TrainConfig`, a run config YAML (a path or a packaged config's
+    name) or a mapping of keys. ``keys`` are laid over it as Python values (nested mappings
+    merged; ``tasks`` replaces the source's tasks), then ``overrides`` as ``key=value``
+    strings (the command line's form; ``tasks.<t>=null`` drops a task). Renamed values
+    take their current names, a SMART preset is applied once, and everything is validated:
+    a mistake of the file's own names the file (or ``origin``), one that only the
+    overrides make names the command line. ``tasks_later``: training keys whose tasks
+    come from elsewhere (an experiment's arm), checked without them.
+    """
+    path = None
+    if isinstance(source, TrainConfig):
+        data = to_dict(source)
+    elif isinstance(source, dict):
+        data = copy.deepcopy(source)
+    else:
+        path = config_file(source) if source is not None else None
+        data = load_mapping(path)
+    named = origin or path
+    if named is not None and (keys or overrides):
+        # The source alone first, so that its mistakes name it ...
+        _validated(copy.deepcopy(data), named, tasks_later=True)
+    if keys:
+        data = merged(data, {k: v for k, v in keys.items() if k != "tasks"})
+        if "tasks" in keys:
+            data["tasks"] = keys["tasks"]
+    for override in overrides:
+        # Normalise between overrides so that `tasks=[rte] tasks.rte.dev=x` works.
+        apply_override(_normalise(data), override)
+        dropped_task(data, override)
+    # ... and what is wrong only after the overrides names the command line.
+    if overrides or (named is None and source is None and not keys):
+        named = "command line"
+    return warn_inert_preset(_validated(data, named, tasks_later))
+
+
+def _validated(
+    data: dict[str, Any], source: str | Path | None, tasks_later: bool = False
+) -> TrainConfig:
     """Build and validate a :class:`TrainConfig` from plain data."""
     data = with_current_names(_normalise(dict(data), source), source)
+    if tasks_later:
+        data.setdefault("tasks", {})
     config = build(TrainConfig, with_preset(data), source=source)
     check_smart(config.smart, source)
-    if not config.tasks:
+    if not config.tasks and not tasks_later:
         raise MtdnnError(
             "no tasks given",
             file=source,
@@ -585,23 +637,6 @@ def config_from_dict(data: dict[str, Any], source: str | Path | None = None) -> 
             allowed="a list of task names, e.g. tasks=[rte,mrpc]",
         )
     return config
-
-
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
-    """Load ``path`` (or start empty), apply ``key=value`` overrides, validate."""
-    path = config_file(path) if path is not None else None
-    data = load_mapping(path)
-    if path is not None:
-        # The file alone first, so that its mistakes name the file ...
-        config_from_dict({"tasks": {"any": {}}, **copy.deepcopy(data)}, source=path)
-    for override in overrides:
-        # Normalise between overrides so that `tasks=[rte] tasks.rte.dev=x` works.
-        apply_override(_normalise(data), override)
-        dropped_task(data, override)
-    # ... and what is wrong only after the overrides names the command line.
-    return warn_inert_preset(
-        config_from_dict(data, "command line" if overrides or path is None else path)
-    )
 
 
 def dropped_task(data: dict[str, Any], override: str) -> None:

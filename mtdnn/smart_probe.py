@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mtdnn.commandline import add_debug_flag, command_parser, run_cli
-from mtdnn.config import TrainConfig, load_config
+from mtdnn.config import TrainConfig, resolve_config
 from mtdnn.errors import MtdnnError
 
 if TYPE_CHECKING:  # torch loads with the model, after the arguments are read
@@ -158,11 +158,11 @@ def probe_config(path: str | None, task: str, overrides: list[str]) -> TrainConf
     """The run config with its tasks narrowed to ``task``, as training reads them: a task
     the config defines (its files, columns, inline definition) keeps its entry; another
     is looked up in the task definitions."""
-    config = load_config(path, ["batch_size=16", *overrides]) if path or any(
+    config = resolve_config(path, ["batch_size=16", *overrides]) if path or any(
         o.startswith("tasks") for o in overrides) else None
     if config is not None and task in config.tasks:
         return dataclasses.replace(config, tasks={task: config.tasks[task]})
-    return load_config(path, [f"tasks=[{task}]", "batch_size=16", *overrides])
+    return resolve_config(path, [f"tasks=[{task}]", "batch_size=16", *overrides])
 
 
 def main(argv: list[str] | None = None) -> None:

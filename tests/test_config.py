@@ -9,9 +9,8 @@ import yaml
 from conftest import REPO
 from mtdnn.config import (
     SMART_PRESETS,
-    config_from_dict,
     config_to_yaml,
-    load_config,
+    resolve_config,
     select_tasks,
 )
 from mtdnn.errors import MtdnnError
@@ -32,17 +31,17 @@ def test_shipped_experiments_are_valid(path: Path) -> None:
 @pytest.mark.parametrize("path", sorted((REPO / "mtdnn" / "configs").glob("*.yaml")),
                          ids=lambda p: p.name)
 def test_shipped_train_configs_are_valid(path: Path) -> None:
-    assert load_config(path).tasks
+    assert resolve_config(path).tasks
 
 
 def test_overrides_and_round_trip(tmp_path: Path) -> None:
-    config = load_config(REPO / "tests/fixtures/smoke.yaml",
+    config = resolve_config(REPO / "tests/fixtures/smoke.yaml",
                          ["optimizer.lr=3e-5", "tasks=[rte,sst2]", "sampler.kind=temperature"])
     assert config.optimizer.lr == 3e-5 and list(config.tasks) == ["rte", "sst2"]
     assert config.sampler.kind == "temperature" and config.encoder_layers == 2
-    later = load_config(None, ["tasks=[rte,mrpc]", "tasks.rte.dev=x.jsonl"])
+    later = resolve_config(None, ["tasks=[rte,mrpc]", "tasks.rte.dev=x.jsonl"])
     assert later.tasks["rte"].dev == "x.jsonl" and later.tasks["mrpc"].dev is None
-    again = config_from_dict(yaml.safe_load(config_to_yaml(config)))
+    again = resolve_config(yaml.safe_load(config_to_yaml(config)))
     assert again == config
 
 
@@ -55,7 +54,7 @@ def test_overrides_and_round_trip(tmp_path: Path) -> None:
 ])
 def test_bad_overrides_name_the_key(override: str, words: str) -> None:
     with pytest.raises(MtdnnError) as caught:
-        load_config(REPO / "tests/fixtures/smoke.yaml", [override])
+        resolve_config(REPO / "tests/fixtures/smoke.yaml", [override])
     assert words in str(caught.value)
 
 
@@ -63,20 +62,22 @@ def test_unknown_key_in_file_names_file(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text("tasks: [rte]\nlearning_rate: 1e-5\n")
     with pytest.raises(MtdnnError, match=r"run\.yaml: key 'learning_rate': unknown key"):
-        load_config(path)
+        resolve_config(path)
 
 
 def test_smart_presets_fill_keys_that_are_not_given() -> None:
-    reference = load_config(None, ["tasks=[rte]", "smart.enabled=true", "smart.preset=reference"])
+    reference = resolve_config(None, ["tasks=[rte]", "smart.enabled=true",
+                                      "smart.preset=reference"])
     assert (reference.smart.ascent, reference.smart.perturb) == ("reference", "embedding_output")
     assert not reference.smart.share_dropout and reference.smart.bregman_weight == 0
     assert reference.smart.eta == pytest.approx(1e-3) and reference.smart.guard == 1e-6
-    mine = load_config(None, ["tasks=[rte]", "smart.preset=reference", "smart.bregman_weight=1"])
+    mine = resolve_config(None, ["tasks=[rte]", "smart.preset=reference", "smart.bregman_weight=1"])
     assert mine.smart.bregman_weight == 1 and mine.smart.ascent == "reference"
     with pytest.raises(MtdnnError, match="unknown value 'referense' \\(did you mean 'reference'"):
-        load_config(None, ["tasks=[rte]", "smart.preset=referense"])
+        resolve_config(None, ["tasks=[rte]", "smart.preset=referense"])
     # the calibrated preset moves ε off the paper's inert 1e-5, with η = 100 ε reaching the ball
-    calibrated = load_config(None, ["tasks=[rte]", "smart.enabled=true", "smart.preset=calibrated"])
+    calibrated = resolve_config(None, ["tasks=[rte]", "smart.enabled=true",
+                                       "smart.preset=calibrated"])
     assert calibrated.smart.epsilon == SMART_PRESETS["calibrated"]["epsilon"] > 1e-5
     assert calibrated.smart.eta == pytest.approx(100 * calibrated.smart.epsilon)
     assert calibrated.smart.bregman_weight == 1 and calibrated.smart.ascent == "paper"
@@ -93,7 +94,7 @@ def test_the_help_of_best_metric_shows_a_value_the_run_accepts() -> None:
     meaning = {key: meaning for key, *_, meaning in config_keys()}["best_metric"]
     form = re.search(r"<task>\S<metric>", meaning).group(0)
     example = form.replace("<task>", "rte").replace("<metric>", "accuracy")
-    config = load_config(None, ["tasks=[rte, mrpc]", f"best_metric={example}"])
+    config = resolve_config(None, ["tasks=[rte, mrpc]", f"best_metric={example}"])
     with_dev = {task: SimpleNamespace(dev=object()) for task in config.tasks}
     check_best_metric(config.best_metric, select_tasks(config), with_dev)
     scores = {"rte": {"accuracy": 0.75}, "mrpc": {"accuracy": 0.5, "f1": 0.6}}
@@ -127,17 +128,17 @@ def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
 
 def test_a_preset_switched_on_the_command_line_replaces_the_earlier_presets_keys(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from mtdnn.config import load_config
+    from mtdnn.config import resolve_config
 
     path = tmp_path / "smart.yaml"
     path.write_text("tasks: [rte]\nsmart: {enabled: true, preset: calibrated}\n")
-    assert load_config(path).smart.epsilon == 1e-3
-    switched = load_config(path, ["smart.preset=paper"])
+    assert resolve_config(path).smart.epsilon == 1e-3
+    switched = resolve_config(path, ["smart.preset=paper"])
     assert (switched.smart.preset, switched.smart.epsilon) == ("paper", 1e-5)
     # a key given next to the preset still wins over it
-    assert load_config(path, ["smart.epsilon=1e-4"]).smart.epsilon == 1e-4
+    assert resolve_config(path, ["smart.epsilon=1e-4"]).smart.epsilon == 1e-4
     with caplog.at_level("WARNING"):
-        load_config(None, ["tasks=[rte]", "smart.preset=reference"])
+        resolve_config(None, ["tasks=[rte]", "smart.preset=reference"])
     assert "smart.preset 'reference' has no effect while smart.enabled is false" in caplog.text
 
 
@@ -145,5 +146,26 @@ def test_a_task_set_to_null_on_the_command_line_leaves_the_run(tmp_path: Path) -
     path = tmp_path / "two.yaml"
     path.write_text("tasks:\n  sentiment:\n    definition: {type: classification, "
                     "inputs: [sentence], labels: [neg, pos]}\n  rte: {}\n")
-    assert list(load_config(path).tasks) == ["sentiment", "rte"]
-    assert list(load_config(path, ["tasks.sentiment=null"]).tasks) == ["rte"]
+    assert list(resolve_config(path).tasks) == ["sentiment", "rte"]
+    assert list(resolve_config(path, ["tasks.sentiment=null"]).tasks) == ["rte"]
+
+
+def test_one_way_in_the_same_keys_give_the_same_config_by_every_form() -> None:
+    """A YAML with command-line overrides, the same YAML with Python keys, and a mapping
+    all resolve alike; nothing outside mtdnn.config builds a TrainConfig itself."""
+    import re
+
+    from mtdnn.config import TrainConfig
+    from mtdnn.schema import to_dict
+
+    by_strings = resolve_config("demo_stage1", ["optimizer.lr=3e-5", "tasks=[rte]",
+                                                "smart.enabled=true", "smart.preset=paper"])
+    by_keys = resolve_config("demo_stage1", keys={"optimizer": {"lr": 3e-5}, "tasks": ["rte"],
+                                                  "smart": {"enabled": True,
+                                                            "preset": "paper"}})
+    by_mapping = resolve_config(to_dict(by_keys))
+    assert by_strings == by_keys == by_mapping == resolve_config(by_keys)
+    assert isinstance(by_strings, TrainConfig) and by_strings.optimizer.lr == 3e-5
+    builders = [p for p in (REPO / "mtdnn").rglob("*.py")
+                if re.search(r"build\(TrainConfig|TrainConfig\(", p.read_text())]
+    assert [p.name for p in builders] == ["config.py"]

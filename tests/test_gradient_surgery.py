@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from mtdnn.config import load_config
+from mtdnn.config import resolve_config
 from mtdnn.gradient_surgery import conflict_rates, pcgrad
 from mtdnn.trainer import train
 
@@ -64,7 +64,7 @@ def test_smart_round_robin_with_pcgrad_and_smart_trains(prepared_data: Path,
                                 rows)
         dev_file = head_jsonl(prepared_data / task / "dev.jsonl", tmp_path / f"{task}_d.jsonl", 8)
         overrides += [f"tasks.{task}.train={train_file}", f"tasks.{task}.dev={dev_file}"]
-    summary = train(load_config(None, overrides))
+    summary = train(resolve_config(None, overrides))
     assert summary["steps"] == 4
     assert set(summary["last"]["metrics"]) == {"rte", "mrpc"}
     logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]

@@ -58,15 +58,15 @@ def test_frozen_encoder_does_not_move(prepared_data, tiny_encoder_dir, tmp_path)
     from safetensors.torch import load_file
 
     from conftest import head_jsonl
-    from mtdnn.config import load_config
+    from mtdnn.config import resolve_config
     from mtdnn.trainer import train
 
     rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 16)
     common = ["tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
               f"encoder={tiny_encoder_dir}", "batch_size=8", "max_steps=2", "progress_bar=false",
               f"cache_dir={tmp_path / 'cache'}", "optimizer.warmup_ratio=0"]
-    train(load_config(None, [*common, "freeze_encoder_steps=2", f"output_dir={tmp_path / 'f'}"]))
-    train(load_config(None, [*common, f"output_dir={tmp_path / 'u'}"]))
+    train(resolve_config(None, [*common, "freeze_encoder_steps=2", f"output_dir={tmp_path / 'f'}"]))
+    train(resolve_config(None, [*common, f"output_dir={tmp_path / 'u'}"]))
     start = load_file(tiny_encoder_dir / "model.safetensors")
     frozen = load_file(tmp_path / "f/last/encoder/model.safetensors")
     moved = load_file(tmp_path / "u/last/encoder/model.safetensors")

@@ -12,7 +12,7 @@ import yaml
 
 import mtdnn.precision as precision
 from conftest import head_jsonl
-from mtdnn.config import SmartConfig, load_config
+from mtdnn.config import SmartConfig, resolve_config
 from mtdnn.errors import MtdnnError
 from mtdnn.precision import BF16_MIN_EPSILON, autocast_context, resolve_precision
 
@@ -84,7 +84,7 @@ def test_the_resolved_precision_is_recorded(monkeypatch: pytest.MonkeyPatch, nat
 
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 8)
-    summary = train(load_config(None, [
+    summary = train(resolve_config(None, [
         "tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
         f"encoder={tiny_encoder_dir}", "max_steps=2", "batch_size=4", "progress_bar=false",
         f"output_dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}"]))

@@ -32,7 +32,7 @@ def kind_of(data: dict) -> str:
 
 @pytest.mark.parametrize("text", blocks("yaml"), ids=lambda t: t.split("\n", 1)[0][:40])
 def test_every_yaml_example_loads(text: str, tmp_path: Path) -> None:
-    from mtdnn.config import config_from_dict
+    from mtdnn.config import resolve_config
     from mtdnn.experiment import load_experiment
     from mtdnn.task_def import load_task_file
 
@@ -48,7 +48,7 @@ def test_every_yaml_example_loads(text: str, tmp_path: Path) -> None:
     else:
         from mtdnn.config import select_tasks
 
-        config = config_from_dict(data, source="README")
+        config = resolve_config(data, origin="README")
         assert select_tasks(config)  # inline definitions included
 
 

@@ -190,11 +190,11 @@ def test_the_former_name_smart_still_reads_with_a_warning(
     """``sampler.kind: smart`` (before the rename that keeps it apart from SMART the
     regulariser) loads as ``stochastic_round_robin``, and a record that says ``smart``
     compares equal to a config that says the new name."""
-    from mtdnn.config import load_config
+    from mtdnn.config import resolve_config
     from mtdnn.experiment.config import without_cosmetic
 
     with caplog.at_level("WARNING"):
-        config = load_config(None, ["tasks=[rte]", "sampler.kind=smart"])
+        config = resolve_config(None, ["tasks=[rte]", "sampler.kind=smart"])
     assert config.sampler.kind == "stochastic_round_robin"
     assert "'smart' is now called 'stochastic_round_robin'" in caplog.text
     old = {"sampler": {"kind": "smart", "group_by_length": True}, "epochs": 3}

@@ -278,7 +278,7 @@ def test_teacher_share_survives_a_resume(tiny_model: MultiTaskModel) -> None:
 
 
 def test_step_follows_the_radius_and_a_step_that_cannot_reach_the_ball_is_an_error() -> None:
-    from mtdnn.config import SmartConfig, load_config
+    from mtdnn.config import SmartConfig, resolve_config
     from mtdnn.errors import MtdnnError
 
     paper = SmartConfig()
@@ -286,12 +286,12 @@ def test_step_follows_the_radius_and_a_step_that_cannot_reach_the_ball_is_an_err
     assert SmartConfig(epsilon=1e-2).eta == pytest.approx(1.0)  # η/ε = 100 follows ε
     assert SmartConfig(epsilon=1e-2, step_ratio=2).eta == pytest.approx(2e-2)
     with pytest.raises(MtdnnError) as error:
-        load_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=1e-3"])
+        resolve_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=1e-3"])
     assert error.value.key == "smart.step_size" and "smart.epsilon" in error.value.problem
     # three steps of 4e-3 reach 1e-2; the reference ascent has no ball at all
-    load_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=4e-3",
+    resolve_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=4e-3",
                        "smart.ascent_steps=3"])
-    load_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=1e-3",
+    resolve_config(None, ["tasks=[rte]", "smart.epsilon=1e-2", "smart.step_size=1e-3",
                        "smart.ascent=reference"])
 
 

@@ -13,7 +13,7 @@ import pytest
 from safetensors.torch import load_file
 
 from conftest import REPO, head_jsonl
-from mtdnn.config import load_config
+from mtdnn.config import resolve_config
 from mtdnn.model import MultiTaskModel
 from mtdnn.trainer import train
 
@@ -46,7 +46,7 @@ def test_forward_passes_per_switch(tiny_rte: list[str], tiny_encoder_dir: Path,
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(MultiTaskModel, "pool", counting)
-    config = load_config(None, [*tiny_rte, f"encoder={tiny_encoder_dir}",
+    config = resolve_config(None, [*tiny_rte, f"encoder={tiny_encoder_dir}",
                                 f"output_dir={tmp_path}", *switches])
     summary = train(config)
     steps, eval_passes = 3, 1  # 8 dev examples, eval batch 8, one evaluation at the end

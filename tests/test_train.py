@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModel
 
 from conftest import REPO, read_metrics, run_train
-from mtdnn.config import load_config
+from mtdnn.config import resolve_config
 from mtdnn.trainer import train
 
 
@@ -64,7 +64,7 @@ def test_unknown_task_is_a_clear_error(small_tasks: list[str], tmp_path: Path) -
 def test_identical_runs_give_identical_losses(small_tasks: list[str], tmp_path: Path) -> None:
     losses = []
     for name in ("a", "b"):
-        config = load_config(REPO / "tests/fixtures/smoke.yaml", [
+        config = resolve_config(REPO / "tests/fixtures/smoke.yaml", [
             *small_tasks, f"output_dir={tmp_path / name}", "max_steps=6", "log_every_steps=1",
             "batch_size=8", "progress_bar=false", "eval_every_steps=6"])
         train(config)
@@ -80,7 +80,7 @@ def tiny_rte_run(data: Path, encoder: Path, tmp_path: Path, *overrides: str
     from conftest import head_jsonl
 
     rows = head_jsonl(data / "rte/dev.jsonl", tmp_path / "rte.jsonl", 40)
-    summary = train(load_config(None, [
+    summary = train(resolve_config(None, [
         "tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}", f"encoder={encoder}",
         "batch_size=20", "progress_bar=false", f"output_dir={tmp_path / 'run'}",
         f"cache_dir={tmp_path / 'cache'}", *overrides]))
@@ -155,14 +155,14 @@ def test_periodic_steps_on_an_epoch_end_save_and_evaluate_once(
 
 
 def test_one_rule_decides_when_to_save_and_evaluate() -> None:
-    from mtdnn.config import load_config
+    from mtdnn.config import resolve_config
     from mtdnn.trainer import checkpoint_due
 
-    config = load_config(None, ["tasks=[rte]", "eval_every_steps=4", "save_every_steps=3",
+    config = resolve_config(None, ["tasks=[rte]", "eval_every_steps=4", "save_every_steps=3",
                                 "eval_every_epoch=false"])
     plan = {step: checkpoint_due(config, step, 10, epoch_end=step == 5) for step in range(1, 11)}
     assert [s for s, (save, _) in plan.items() if save] == [3, 4, 5, 6, 8, 9, 10]
     assert [s for s, (_, evaluate) in plan.items() if evaluate] == [4, 8, 10]
-    every_epoch = load_config(None, ["tasks=[rte]"])
+    every_epoch = resolve_config(None, ["tasks=[rte]"])
     assert checkpoint_due(every_epoch, 5, 10, epoch_end=True) == (True, True)
     assert checkpoint_due(every_epoch, 6, 10, epoch_end=False) == (False, False)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import head_jsonl, read_metrics
-from mtdnn.config import load_config
+from mtdnn.config import resolve_config
 from mtdnn.trainer import TrainingRecipe, train
 
 
@@ -26,10 +26,10 @@ def test_a_finished_run_extended_goes_on_under_the_longer_schedule(
         prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
     keys = rte_keys(prepared_data, tiny_encoder_dir, tmp_path, "optimizer.lr=1e-4")
-    first = train(load_config(None, [*keys, "max_steps=12"]))
+    first = train(resolve_config(None, [*keys, "max_steps=12"]))
     assert first["steps"] == 12
     with caplog.at_level("INFO"):
-        longer = train(load_config(None, [*keys, "max_steps=24",
+        longer = train(resolve_config(None, [*keys, "max_steps=24",
                                           f"resume={tmp_path / 'run'}"]))
     assert longer["steps"] == 24 and longer["resumed_from_step"] == 12
     assert "extending the run (max_steps 12 → 24) to 24 steps: from step 13" in caplog.text
@@ -43,13 +43,13 @@ def test_a_finished_run_extended_goes_on_under_the_longer_schedule(
     from mtdnn.errors import MtdnnError
 
     with pytest.raises(MtdnnError, match="the run to resume has max_steps=24, this one 6"):
-        train(load_config(None, [*keys, "max_steps=6", f"resume={tmp_path / 'run'}"]))
+        train(resolve_config(None, [*keys, "max_steps=6", f"resume={tmp_path / 'run'}"]))
 
 
 def recipe(keys: list[str]) -> TrainingRecipe:
     from mtdnn.distributed import init_distributed
 
-    made = TrainingRecipe(load_config(None, keys), init_distributed("cpu"))
+    made = TrainingRecipe(resolve_config(None, keys), init_distributed("cpu"))
     made.setup()
     return made
 

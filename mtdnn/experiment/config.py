@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from mtdnn.config import (
     apply_override,
-    config_from_dict,
     load_mapping,
     merged,
+    resolve_config,
     with_current_names,
 )
 from mtdnn.engines import LauncherConfig
@@ -175,8 +175,7 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
     check_paper(config, path)
     check_agreement(config, path)
     for name in config.stages:
-        config_from_dict(stage_run_keys(config, name),
-                         source=f"{source} (stages.{name})")
+        resolve_config(stage_run_keys(config, name), origin=f"{source} (stages.{name})")
     for name, arm in config.arms.items():
         if arm.init is not None and arm.init.startswith(STAGE_PREFIX):
             stage = arm.init.removeprefix(STAGE_PREFIX)
@@ -191,8 +190,8 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
                              "does not run", file=path, key=f"arms.{name}.tasks",
                              allowed=", ".join(config.tasks) or "tasks given under tasks:")
         keys = merged(config.train, arm.train)
-        config_from_dict({"tasks": {"x": {}}, **keys},
-                         source=f"{source} (train + arms.{name}.train)")
+        resolve_config(keys, origin=f"{source} (train + arms.{name}.train)",
+                       tasks_later=True)
         if arm.backend == "hf_trainer":
             check_hf_keys(keys, name, path, arm)
     return config

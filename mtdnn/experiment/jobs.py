@@ -17,7 +17,7 @@ from typing import Any
 
 from mtdnn._version import code_version
 from mtdnn.checkpoint import continue_keys, keep_model_only
-from mtdnn.config import config_from_dict, merged
+from mtdnn.config import merged, resolve_config
 from mtdnn.engines import Job, Outcome, run_jobs
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import MULTITASK, ExperimentConfig, arm_train_keys, stage_of
@@ -166,12 +166,12 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
         from mtdnn.hf_trainer import run_config
 
         keys = {k: v for k, v in keys.items() if k not in ("resume", "overwrite")}
-        resolved = config_from_dict(keys, source=f"run {folder}")
+        resolved = resolve_config(keys, origin=f"run {folder}")
         summary = run_config(resolved, folder)
     else:
         from mtdnn.trainer import train
 
-        resolved = config_from_dict(keys, source=f"run {folder}")
+        resolved = resolve_config(keys, origin=f"run {folder}")
         summary = train(resolved)
     record = {"arm": cell.arm, "task": cell.task, "subset": cell.subset,
               "train_size": entry["size"], "seed": cell.seed,

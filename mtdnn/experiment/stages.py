@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mtdnn.checkpoint import continue_keys, weights_fingerprint
-from mtdnn.config import config_from_dict
+from mtdnn.config import resolve_config
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import ExperimentConfig, stage_run_keys, stage_train_keys
 from mtdnn.experiment.records import (
@@ -38,9 +38,9 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
     keys = stage_train_keys(config, name)
     if not stage_trained(folder):
         log.info("stage %s seed %d", name, seed)
-        train(config_from_dict({**stage_run_keys(config, name), "seed": seed,
-                                "output_dir": str(folder),
-                                **continue_keys(folder)}, source=f"stage {folder}"))
+        train(resolve_config({**stage_run_keys(config, name), "seed": seed,
+                              "output_dir": str(folder), **continue_keys(folder)},
+                             origin=f"stage {folder}"))
     run = RunDir(folder)
     fingerprint = weights_fingerprint(run.last)
     summary = run.summary()
