@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mtdnn._version import code_version
 from mtdnn.checkpoint import (
@@ -261,9 +262,17 @@ class TrainingRecipe:
 
     def train(self) -> dict[str, Any]:
         """Run every remaining step; returns the run's summary."""
+        progress = tqdm(total=self.total_steps, initial=self.state.step,
+                        disable=not (self.config.progress_bar and self.main), desc="train")
+        # Log lines go above the bar (not through it), so that the bar is drawn once.
+        with logging_redirect_tqdm() if not progress.disable else contextlib.nullcontext():
+            self.train_steps(progress)
+        progress.close()
+        return self.cleanup()
+
+    def train_steps(self, progress: tqdm) -> None:
+        """The steps left, each logged, evaluated and saved when due."""
         config, state, model = self.config, self.state, self.model
-        progress = tqdm(total=self.total_steps, initial=state.step,
-                        disable=not (config.progress_bar and self.main), desc="train")
         model.train()
         while state.step < self.total_steps and not self.stopped_early:
             self.sampler.load_state_dict(state.sampler_state)  # the epoch's start
@@ -293,8 +302,6 @@ class TrainingRecipe:
                     self.stopped_early = evaluate and self.no_progress()
                 if state.step >= self.total_steps or self.stopped_early:
                     break
-        progress.close()
-        return self.cleanup()
 
     def backward(self, refs: Step) -> list[tuple[str, torch.Tensor]]:
         """Every minibatch of one step: loss, backward (with PCGrad when the step holds

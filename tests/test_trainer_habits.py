@@ -126,3 +126,58 @@ def test_warmup_steps_replace_the_warmup_ratio() -> None:
         scheduler.step()
     assert lrs == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0])  # 4 steps, not 50
     assert json.dumps(lrs)  # plain floats
+
+
+def terminal_screen(output: str) -> list[str]:
+    """What a terminal shows of ``output``: each carriage return rewrites its line."""
+    screen = []
+    for raw in output.replace("\r\n", "\n").split("\n"):
+        line = ""
+        for part in raw.split("\r"):
+            line = part + line[len(part):]
+        screen.append(line.rstrip())
+    return screen
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "openpty"), reason="needs a terminal")
+def test_in_a_terminal_the_progress_bar_ends_once_with_the_log_lines_above_it(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """Log lines printed while the bar runs go above it, so the finished bar is one line,
+    not a copy left behind by each log line and another at the end."""
+    import fcntl
+    import os
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    keys = [k for k in rte_keys(prepared_data, tiny_encoder_dir, tmp_path, "max_steps=6",
+                                "log_every_steps=2") if k != "progress_bar=false"]
+    master, terminal = os.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    run = subprocess.Popen([sys.executable, "-c", "from mtdnn.cli import train_command; "
+                            "train_command()", *keys], stdin=terminal,
+                           stdout=terminal, stderr=terminal, close_fds=True,
+                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    os.close(terminal)
+    output = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the run ended and closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        elif run.poll() is not None:
+            break
+    os.close(master)
+    assert run.wait(timeout=60) == 0, output.decode()[-2000:]
+    screen = terminal_screen(output.decode())
+    bars = [line for line in screen if line.startswith("train:")]
+    assert len(bars) == 1 and "6/6" in bars[0], screen[-12:]
+    dev = [i for i, line in enumerate(screen) if " dev {" in line]
+    assert dev and dev[-1] < screen.index(bars[0])  # the last evaluation, above the bar
