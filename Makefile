@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RAW_DATA ?= ../shared/data
 DATA ?= data
-# This machine keeps the CPU wheel of torch on disk; elsewhere pip takes it from PyPI.
+# torch from a local wheel folder when there is one (e.g. a CPU wheel), else from PyPI.
 TORCH_FLAGS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false

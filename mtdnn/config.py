@@ -371,7 +371,7 @@ class TrainConfig:
     eval_every_steps: int | None = key(
         None, "also evaluate and save every N steps", _positive("eval_every_steps")
     )
-    # A resumable `last` every N steps without evaluating: long epochs survive a lost session.
+    # A resumable `last` every N steps without evaluating: long epochs survive an interruption.
     save_every_steps: int | None = key(
         None, "save a resumable last checkpoint every N steps", _positive("save_every_steps")
     )

@@ -1,6 +1,8 @@
 """The README's examples run: every YAML block loads as what it is (a task definition, a
-run config or an experiment), the inline-task and Python examples run on tiny data, and
-every command line names a module and flags that exist."""
+run config or an experiment), the inline-task and Python examples run on tiny data, its
+command lines run as written from a fresh folder (those that download or train for hours
+resolve their configs as the command would), and every command line of the README and the
+docs names a module and flags that exist."""
 
 from __future__ import annotations
 
@@ -86,22 +88,47 @@ def test_the_python_example_runs(tmp_path: Path, prepared_data: Path) -> None:
     assert "'rte': {'prediction'" in ran.stdout and "'mnli': {'prediction'" in ran.stdout
 
 
+# The README's commands that run here as written (in the README's order, from a fresh
+# folder beside a copy of ../shared), and those only resolved: they download (no network
+# here) or train for hours, so their config and keys are resolved as the command would.
+NEEDS_NETWORK = ("python -m data_prep download",)
+TRAINS_FOR_HOURS = ("python train.py", "torchrun", "python -m mtdnn.smart_probe",
+                    "python -m mtdnn.experiment")
+
+
 COMMANDS = {"python train.py": "mtdnn.cli:train", "python predict.py": "mtdnn.cli:predict",
             "mtdnn-train": "mtdnn.cli:train", "mtdnn-predict": "mtdnn.cli:predict"}
 
 
-def command_lines() -> list[str]:
+def command_lines(text: str = README) -> list[str]:
+    """Every command of a page (the README), in order: the lines of its shell blocks and
+    the commands in its tables' cells."""
+    starts = ("python -m ", "python train.py", "python predict.py", "mtdnn-", "torchrun")
     lines = []
-    for block in blocks("bash"):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = line.split(" #", 1)[0].strip()
-            if line.startswith(("python -m ", "python train.py", "python predict.py",
-                                "mtdnn-", "torchrun")):
-                lines.append(line)
+    parts = re.split(r"^```bash\n(.*?)^```", text, flags=re.M | re.S)
+    for index, chunk in enumerate(parts):  # text, shell block, text, shell block, ...
+        if index % 2:
+            candidates = [line.split(" #", 1)[0].strip()
+                          for line in chunk.replace("\\\n", " ").splitlines()]
+        else:
+            candidates = [code for row in chunk.splitlines() if row.startswith("|")
+                          for code in re.findall(r"`([^`]+)`", row)]
+        lines += [line for line in candidates if line.startswith(starts)]
     return lines
 
 
-@pytest.mark.parametrize("line", command_lines(), ids=lambda line: line[:60])
+# The docs' pages for readers (docs/history.md keeps former commands as they were).
+DOC_COMMANDS = [line for page in ("results.md", "performance.md")
+                for line in command_lines((REPO / "docs" / page).read_text())]
+
+
+@pytest.mark.parametrize("line", [line for line in DOC_COMMANDS
+                                  if line.startswith(TRAINS_FOR_HOURS)], ids=lambda line: line[:60])
+def test_every_training_command_in_the_docs_resolves(line: str) -> None:
+    resolve_as_the_command_would(shlex.split(line))
+
+
+@pytest.mark.parametrize("line", command_lines() + DOC_COMMANDS, ids=lambda line: line[:60])
 def test_every_command_line_names_a_command_and_flags_that_exist(line: str) -> None:
     words = shlex.split(line.replace("[key=value ...]", ""))
     if words[0] == "torchrun":
@@ -121,3 +148,119 @@ def test_every_command_line_names_a_command_and_flags_that_exist(line: str) -> N
     assert shown.returncode == 0, shown.stderr[-2000:]
     for flag in (w.split("=")[0] for w in rest if w.startswith("--")):
         assert flag in shown.stdout, f"{flag} is not an option of {' '.join(argv[1:])}"
+
+
+def command_argv(words: list[str]) -> list[str]:
+    """A README command line as this interpreter runs it."""
+    if words[:2] == ["python", "-m"]:
+        return [sys.executable, *words[1:]]
+    if words[0] == "python":
+        return [sys.executable, str(REPO / words[1]), *words[2:]]
+    return [str(Path(sys.executable).parent / words[0]), *words[1:]]
+
+
+def resolve_as_the_command_would(words: list[str]) -> None:
+    """The run or experiment config a training command would start with, from the repo."""
+    from mtdnn.config import resolve_config
+    from mtdnn.experiment import load_experiment
+    from mtdnn.experiment.command import launcher_overrides
+    from mtdnn.smart_probe import probe_config
+
+    if words[0] == "torchrun":
+        words = ["python", *words[next(i for i, w in enumerate(words) if w.endswith(".py")):]]
+    flags: dict[str, list[str]] = {}
+    keys: list[str] = []
+    for word in words[3:] if words[1] == "-m" else words[2:]:
+        if word.startswith("--"):
+            flag = flags.setdefault(word, [])
+        elif "=" in word:
+            keys.append(word)
+        else:
+            flag.append(word)
+    config = (flags.get("--config") or [None])[0]
+    if words[:3] == ["python", "-m", "mtdnn.experiment"]:
+        launcher = argparse_like(flags)
+        assert load_experiment(config, [*keys, *launcher_overrides(launcher)]).arms
+    elif words[:3] == ["python", "-m", "mtdnn.smart_probe"]:
+        assert probe_config(config, flags["--task"][0], keys).tasks
+    else:
+        assert resolve_config(config, keys).tasks
+
+
+def argparse_like(flags: dict[str, list[str]]) -> object:
+    from types import SimpleNamespace
+
+    def one(name: str) -> str | None:
+        return (flags.get(name) or [None])[0]
+
+    return SimpleNamespace(launcher=one("--launcher"), jobs=one("--jobs"),
+                           threads_per_job=one("--threads-per-job"))
+
+
+def tiny_checkpoint(data: Path, encoder: Path, out: Path) -> Path:
+    """A tiny model with the heads the README's prediction and export commands ask for."""
+    from conftest import head_jsonl
+    from mtdnn import train
+
+    small = {task: {"train": str(head_jsonl(data / task / "train.jsonl",
+                                            out.parent / f"{task}_train.jsonl", 16)),
+                    "dev": str(head_jsonl(data / task / "dev.jsonl",
+                                          out.parent / f"{task}_dev.jsonl", 8))}
+             for task in ("scitail", "rte", "snli")}
+    train(None, tasks=small, encoder=str(encoder), max_steps=2, batch_size=8, max_seq_len=64,
+          output_dir=str(out), cache_dir=str(out.parent / "cache"), progress_bar=False,
+          precision="fp32")
+    return out / "last"
+
+
+@pytest.mark.slow
+def test_the_readme_commands_run_as_written(tmp_path: Path, shared_data: Path,
+                                            tiny_encoder_dir: Path) -> None:
+    """Each command line of the README, in order, from a fresh folder: data preparation,
+    subsets, prediction (with a tiny model at the checkpoint paths the README names),
+    export and the agreement files run and write what they say; the rest resolve."""
+    import shutil
+
+    (tmp_path / "shared").symlink_to(shared_data.parent)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "MTDNN_CACHE": str(tmp_path / "c"),
+           "TOKENIZERS_PARALLELISM": "false"}
+    ran, resolved = [], []
+    for line in command_lines():
+        words = shlex.split(line.replace("[key=value ...]", ""))
+        if line.startswith(NEEDS_NETWORK):
+            continue
+        if line.startswith(TRAINS_FOR_HOURS) and "--report-only" not in line:
+            resolve_as_the_command_would(words)
+            resolved.append(line)
+            continue
+        if line.startswith(("python predict.py", "python -m mtdnn.export")) and \
+                not (work / "A").exists():
+            last = tiny_checkpoint(work / "data", tiny_encoder_dir, tmp_path / "tiny")
+            for folder in ("runs/demo/mt-dnn/scitail/1pct/seed13-stage13", "A", "B", "runs/rte",
+                           "runs/demo/stages/mt-dnn/seed13"):
+                shutil.copytree(last, work / folder / "best")
+        if "agreement report" in line:
+            for name in ("a", "b"):
+                made = subprocess.run(
+                    command_argv(["python", "predict.py", "--checkpoint", "A/best", "--task",
+                                  "snli", "--input", "data/snli/dev.jsonl", "--output",
+                                  f"preds_{name}.jsonl"]),
+                    cwd=work, env=env, text=True, capture_output=True)
+                assert made.returncode == 0, made.stderr[-2000:]
+        if "--report-only" in line:  # an experiment's tables from its published records
+            words += ["output_dir=" + str(tmp_path / "report")]
+            shutil.copytree(REPO / "experiments", work / "experiments", dirs_exist_ok=True)
+            shutil.copytree(REPO / "results", work / "results", dirs_exist_ok=True)
+        done = subprocess.run(command_argv(words), cwd=work, env=env, text=True,
+                              capture_output=True)
+        assert done.returncode == 0, (line, done.stderr[-3000:])
+        for flag in ("--output", "--out", "--out-dir"):
+            if flag in words:
+                written = work / words[words.index(flag) + 1]
+                if "agreement report" in line:  # --out is the stem of .md, .json and .png
+                    written = written.with_suffix(".md")
+                assert written.exists(), (line, flag)
+        ran.append(line)
+    assert len(ran) >= 12 and len(resolved) >= 8, (ran, resolved)

@@ -101,7 +101,7 @@ class ExperimentConfig:
     # the paper's numbers, arm -> column ("rte accuracy", "mrpc f1"; Table 5: "snli 1pct")
     # -> value: the report sets the paper's sign pattern beside ours
     paper: dict[str, dict[str, float]] = field(default_factory=dict)
-    # A stage re-trained in a later session on another CPU (or thread count) comes out with
+    # A stage re-trained later on another CPU (or with another thread count) comes out with
     # other weights in their last bits. error: stop; accept: record it as another
     # realization of the stage, keep the runs made from the earlier one, start new runs
     # from the new one (each record names its start weights; the tables count realizations).
