@@ -25,27 +25,27 @@ test: venv
 	$(PY) -m pytest -q --durations=15 tests
 
 data: venv
-	$(PY) -m data_prep all --raw-dir $(RAW_DATA) --out-dir $(DATA)
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task scitail --preset paper --seed 13
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task snli --preset paper --seed 13
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task sst2 --count 2000 --seed 13
+	$(PY) -m mtdnn.data_prep all --raw-dir $(RAW_DATA) --out-dir $(DATA)
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task scitail --preset paper --seed 13
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task snli --preset paper --seed 13
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task sst2 --count 2000 --seed 13
 
 # The tuning splits carved from train and the ChaosNLI files of the SMART calibration and
 # the paper tables (docs/results.md; the experiments' headers): idempotent, seconds.
 CHAOSNLI := $(RAW_DATA)/chaosnli/chaosNLI_mnli_m.jsonl
 splits: data
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task scitail --count 235 2359 --holdout 1000 --seed 13
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task rte --percent 100 --seed 13
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task rte --percent 80 --holdout 498 --seed 13
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task mrpc --percent 80 --holdout 734 --seed 13
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task sst2 --count 2000 --holdout 1000 --seed 13
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task scitail --count 235 2359 --holdout 1000 --seed 13
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task rte --percent 100 --seed 13
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task rte --percent 80 --holdout 498 --seed 13
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task mrpc --percent 80 --holdout 734 --seed 13
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task sst2 --count 2000 --holdout 1000 --seed 13
 	test -f $(DATA)/mnli/dev_matched_no_chaosnli.jsonl || $(PY) -m mtdnn.agreement exclude \
 		--chaosnli $(CHAOSNLI) --input $(DATA)/mnli/dev_matched.jsonl \
 		--output $(DATA)/mnli/dev_matched_no_chaosnli.jsonl
 	test -f $(DATA)/mnli/dev_matched_chaosnli.jsonl || $(PY) -m mtdnn.agreement select \
 		--chaosnli $(CHAOSNLI) --input $(DATA)/mnli/dev_matched.jsonl \
 		--output $(DATA)/mnli/dev_matched_chaosnli.jsonl
-	$(PY) -m data_prep subsets --data-dir $(DATA) --task mnli --split dev_matched_no_chaosnli \
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task mnli --split dev_matched_no_chaosnli \
 		--percent 80 --holdout 1643 --seed 13
 
 # What the recipe is for, at a small scale (about 10 minutes on 2 cores): data, a short

@@ -159,7 +159,7 @@ def predict_command() -> None:
 
 
 def prep_command() -> None:
-    from data_prep.__main__ import main
+    from mtdnn.data_prep.__main__ import main
 
     run_cli(main)
 

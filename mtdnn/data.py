@@ -212,7 +212,7 @@ def tokenize_examples(columns: dict[str, list], task: TaskDef, tokenizer: Any,
 def _check_exists(path: Path, task: TaskDef) -> None:
     if not path.is_file():
         raise MtdnnError(f"task '{task.name}': data file not found", file=path,
-                         allowed="run `python -m data_prep` or set tasks.<task>.train/dev")
+                         allowed="run `python -m mtdnn.data_prep` or set tasks.<task>.train/dev")
 
 
 def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,

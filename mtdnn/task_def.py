@@ -1,4 +1,4 @@
-"""What each task is: one frozen :class:`TaskDef` per task, loaded from ``task_defs/*.yaml``.
+"""What each task is: one frozen :class:`TaskDef` per task, loaded from ``mtdnn/task_defs/*.yaml``.
 
 A task definition file maps task names to their definitions::
 
@@ -28,7 +28,7 @@ from mtdnn.task_types import METRICS, TASK_TYPES, TaskType
 # The shipped definitions, wherever the package is installed; "packaged" in a run
 # config's task_defs names them.
 PACKAGED = "packaged"
-DEFAULT_TASK_DEFS_DIR = Path(str(importlib.resources.files("task_defs")))
+DEFAULT_TASK_DEFS_DIR = Path(str(importlib.resources.files("mtdnn.task_defs")))
 TASK_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED_FIELDS = ("uid", "label")
 

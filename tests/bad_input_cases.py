@@ -720,7 +720,7 @@ CASES = [
     Case("interrupt", "Ctrl-C in data preparation", "data_prep",
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW * 3),
          "out: interrupted; the output folder is as it was", code=130,
-         interrupt=interrupt_at("data_prep.canonical.canonical_record", calls=2)),
+         interrupt=interrupt_at("mtdnn.data_prep.canonical.canonical_record", calls=2)),
     # -- issue 48: users' own files -----------------------------------------------------------
     Case("data file", "dataset ClassLabel names that are not the task's labels", "train",
          lambda t, c: source_args(t, c, f"{{dataset: {class_label_folder(t, ['yes', 'no'])}, "
@@ -860,7 +860,7 @@ CASES = [
 def main_of(command: str) -> Callable[[list[str] | None], object]:
     """The ``main`` of a command, as its CLI runs it."""
     if command == "data_prep":
-        from data_prep.__main__ import main
+        from mtdnn.data_prep.__main__ import main
     elif command == "train":
         from mtdnn.cli import train_main as main
     elif command == "experiment":

@@ -38,9 +38,9 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def prepared_data(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``python -m data_prep all`` on the real data, once per test session."""
+    """``python -m mtdnn.data_prep all`` on the real data, once per test session."""
     out = tmp_path_factory.mktemp("prepared")
-    run_module("data_prep", "all", "--raw-dir", str(shared_data), "--out-dir", str(out))
+    run_module("mtdnn.data_prep", "all", "--raw-dir", str(shared_data), "--out-dir", str(out))
     return out
 
 
@@ -103,7 +103,7 @@ def read_metrics(run: Path) -> list[dict]:
 def small_tasks(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """RTE + MRPC + a SciTail subset, with 48-example dev sets: the smoke run's task files."""
     root = tmp_path_factory.mktemp("tasks")
-    run_module("data_prep", "subsets", "--data-dir", str(prepared_data), "--task", "scitail",
+    run_module("mtdnn.data_prep", "subsets", "--data-dir", str(prepared_data), "--task", "scitail",
                "--count", "235", "--out-dir", str(root / "scitail"))
     overrides = [f"data_dir={prepared_data}", f"cache_dir={root / 'cache'}",
                  f"tasks.scitail.train={root / 'scitail' / 'n235.jsonl'}"]

@@ -68,13 +68,14 @@ def test_records_are_canonical(prepared_data: Path) -> None:
 
 def test_uids_are_stable_across_runs(prepared_data: Path, shared_data: Path,
                                      tmp_path: Path) -> None:
-    run_module("data_prep", "scitail", "--raw-dir", str(shared_data), "--out-dir", str(tmp_path))
+    run_module("mtdnn.data_prep", "scitail", "--raw-dir", str(shared_data),
+               "--out-dir", str(tmp_path))
     assert (tmp_path / "scitail/dev.jsonl").read_bytes() == \
         (prepared_data / "scitail/dev.jsonl").read_bytes()
 
 
 def test_absent_splits_are_skipped_with_a_message(shared_data: Path, tmp_path: Path) -> None:
-    result = run_module("data_prep", "glue", "--raw-dir", str(shared_data),
+    result = run_module("mtdnn.data_prep", "glue", "--raw-dir", str(shared_data),
                         "--out-dir", str(tmp_path))
     assert "skip mnli train" in result.stdout and "skip qnli train" in result.stdout
     assert (tmp_path / "qnli/dev.jsonl").is_file()
@@ -123,9 +124,9 @@ def test_bad_row_stops_with_file_and_line_and_leaves_output_untouched(
     raw = make_raw(tmp_path, {"glue/RTE/train.tsv": RTE_GOOD, name: text})
     out = tmp_path / "out"
     # An earlier, good result in the output folder must survive the failed run.
-    run_module("data_prep", "scitail", "--raw-dir", str(shared_data), "--out-dir", str(out))
+    run_module("mtdnn.data_prep", "scitail", "--raw-dir", str(shared_data), "--out-dir", str(out))
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    result = run_module("data_prep", "all", "--raw-dir", str(raw), "--out-dir", str(out),
+    result = run_module("mtdnn.data_prep", "all", "--raw-dir", str(raw), "--out-dir", str(out),
                         check=False)
     assert result.returncode == 2
     assert f"{raw / name}:{line}:" in result.stderr and words in result.stderr
@@ -137,7 +138,7 @@ def test_bad_row_stops_with_file_and_line_and_leaves_output_untouched(
 def test_columns_are_found_by_header_name(tmp_path: Path) -> None:
     raw = make_raw(tmp_path, {"glue/RTE/train.tsv":
                               "label\tsentence2\tindex\tsentence1\nentailment\tH.\t7\tP.\n"})
-    run_module("data_prep", "glue", "--raw-dir", str(raw), "--out-dir", str(tmp_path / "out"))
+    run_module("mtdnn.data_prep", "glue", "--raw-dir", str(raw), "--out-dir", str(tmp_path / "out"))
     assert read(tmp_path / "out/rte/train.jsonl") == [
         {"uid": "rte-train-7", "sentence1": "P.", "sentence2": "H.", "label": "entailment"}]
 
@@ -146,7 +147,7 @@ def test_snli_unlabelled_pairs_are_dropped_and_counted(tmp_path: Path) -> None:
     pair = '{{"gold_label": "{}", "sentence1": "A.", "sentence2": "B."}}\n'
     lines = "".join(pair.format(label) for label in ("neutral", "-", "entailment"))
     raw = make_raw(tmp_path, {"snli/snli_1.0_dev.jsonl": lines})
-    run_module("data_prep", "snli", "--raw-dir", str(raw), "--out-dir", str(tmp_path / "out"))
+    run_module("mtdnn.data_prep", "snli", "--raw-dir", str(raw), "--out-dir", str(tmp_path / "out"))
     assert [r["label"] for r in read(tmp_path / "out/snli/dev.jsonl")] == ["neutral", "entailment"]
     manifest = json.loads((tmp_path / "out/manifest.json").read_text())
     assert manifest["files"]["snli/dev.jsonl"]["dropped"] == {"no_gold_label": 1}
@@ -154,12 +155,12 @@ def test_snli_unlabelled_pairs_are_dropped_and_counted(tmp_path: Path) -> None:
 
 def test_missing_column_is_named(tmp_path: Path) -> None:
     raw = make_raw(tmp_path, {"glue/RTE/train.tsv": "index\tsentence1\tlabel\n0\tP.\tentailment\n"})
-    result = run_module("data_prep", "glue", "--raw-dir", str(raw), "--out-dir",
+    result = run_module("mtdnn.data_prep", "glue", "--raw-dir", str(raw), "--out-dir",
                         str(tmp_path / "out"), check=False)
     assert result.returncode == 2
     assert "train.tsv:1: missing column 'sentence2'" in result.stderr
 
 
 def test_missing_raw_dir_is_a_clear_error(tmp_path: Path) -> None:
-    result = run_module("data_prep", "all", "--raw-dir", str(tmp_path / "nope"), check=False)
+    result = run_module("mtdnn.data_prep", "all", "--raw-dir", str(tmp_path / "nope"), check=False)
     assert result.returncode == 2 and "raw data folder not found" in result.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_module
-from data_prep import download as dl
+from mtdnn.data_prep import download as dl
 
 
 def make_zip(path: Path, files: dict[str, str]) -> str:
@@ -42,7 +42,7 @@ def test_download_writes_the_layout_data_prep_reads(tmp_path: Path,
     dl.download(["glue", "snli", "scitail"], raw)
 
     out = tmp_path / "out"
-    run_module("data_prep", "all", "--raw-dir", str(raw), "--out-dir", str(out))
+    run_module("mtdnn.data_prep", "all", "--raw-dir", str(raw), "--out-dir", str(out))
     rows = {p.relative_to(out).as_posix(): [json.loads(x) for x in p.read_text().splitlines()]
             for p in out.glob("*/*.jsonl")}
     assert {k: len(v) for k, v in rows.items()} == {
@@ -59,5 +59,6 @@ def test_failed_download_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_unknown_dataset(tmp_path: Path) -> None:
-    result = run_module("data_prep", "download", "--raw-dir", str(tmp_path), "qqp", check=False)
+    result = run_module("mtdnn.data_prep", "download", "--raw-dir", str(tmp_path), "qqp",
+                        check=False)
     assert result.returncode == 2 and "unknown dataset 'qqp'" in result.stderr

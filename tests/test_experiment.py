@@ -32,7 +32,7 @@ def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
         (data / task).mkdir(parents=True)
         head_jsonl(prepared_data / task / "train.jsonl", data / task / "train.jsonl", 100)
         head_jsonl(prepared_data / task / "dev.jsonl", data / task / "dev.jsonl", 24)
-        run_module("data_prep", "subsets", "--data-dir", str(data), "--task", task,
+        run_module("mtdnn.data_prep", "subsets", "--data-dir", str(data), "--task", task,
                    "--count", "8", "500", "--seed", "13")
     config = {
         "tasks": ["scitail", "snli"], "subsets": ["n8", "n500"], "seeds": [1, 2],
@@ -636,3 +636,29 @@ def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
     assert tasks_table(["plain", "smart"], finished, {}, ["rte"]).splitlines()[:4] == [
         "| arm | rte accuracy | mean |", "|---|---|---|",
         "| plain | 60.0 (1 seed) | 60.0 (1 seed) |", "| smart | not run | not run |"]
+
+
+def test_records_say_their_format_and_older_ones_read_as_the_current(tmp_path: Path) -> None:
+    """One reader for every record format: a format-1 stage record (one training, no
+    realizations) reads with its realization; a record newer than this mtdnn is refused."""
+    from mtdnn.errors import MtdnnError
+    from mtdnn.experiment.records import (
+        RECORD_FORMAT,
+        read_record,
+        realizations,
+        write_record,
+    )
+
+    stage = {"stage": "mt", "seed": 1, "weights_fingerprint": "abc", "machine": None,
+             "train_seconds": 3.0, "metrics": {"rte": {"accuracy": 0.5}}}
+    (tmp_path / "stage.json").write_text(json.dumps(stage))
+    read = read_record(tmp_path / "stage.json", "stage")
+    assert read["format"] == RECORD_FORMAT and read["metrics"] == stage["metrics"]
+    assert [r["weights_fingerprint"] for r in realizations(read)] == ["abc"]
+    run = {"arm": "plain", "task": "rte", "metrics": {"rte": {"accuracy": 0.5}}}
+    write_record(tmp_path / "run.json", run)
+    assert json.loads((tmp_path / "run.json").read_text())["format"] == RECORD_FORMAT
+    assert read_record(tmp_path / "run.json") == {**run, "format": RECORD_FORMAT}
+    (tmp_path / "new.json").write_text(json.dumps({**run, "format": RECORD_FORMAT + 1}))
+    with pytest.raises(MtdnnError, match="this mtdnn reads formats 1 to"):
+        read_record(tmp_path / "new.json")

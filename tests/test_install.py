@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPO, head_jsonl
 
-SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "mtdnn", "data_prep", "task_defs")
+SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "mtdnn")
 
 
 @pytest.mark.slow

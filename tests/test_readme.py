@@ -91,7 +91,7 @@ def test_the_python_example_runs(tmp_path: Path, prepared_data: Path) -> None:
 # The README's commands that run here as written (in the README's order, from a fresh
 # folder beside a copy of ../shared), and those only resolved: they download (no network
 # here) or train for hours, so their config and keys are resolved as the command would.
-NEEDS_NETWORK = ("python -m data_prep download",)
+NEEDS_NETWORK = ("python -m mtdnn.data_prep download",)
 TRAINS_FOR_HOURS = ("python train.py", "torchrun", "python -m mtdnn.smart_probe",
                     "python -m mtdnn.experiment")
 

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from conftest import run_module
-from data_prep.subsets import nested_indices, sizes_from_percents
+from mtdnn.data_prep.subsets import nested_indices, sizes_from_percents
 
 
 def subsets(prepared: Path, out: Path, task: str, *how: str, seed: int = 13) -> dict:
-    run_module("data_prep", "subsets", "--data-dir", str(prepared), "--task", task,
+    run_module("mtdnn.data_prep", "subsets", "--data-dir", str(prepared), "--task", task,
                "--seed", str(seed), "--out-dir", str(out), *how)
     return json.loads((out / "manifest.json").read_text())["files"]
 
@@ -75,13 +75,14 @@ def test_nested_indices_are_prefixes(num_rows: int, seed: int) -> None:
 
 
 def test_bad_percent_and_unknown_task(prepared_data: Path, tmp_path: Path) -> None:
-    bad = run_module("data_prep", "subsets", "--data-dir", str(prepared_data), "--task", "rte",
+    bad = run_module("mtdnn.data_prep", "subsets", "--data-dir", str(prepared_data),
+                     "--task", "rte",
                      "--percent", "150", check=False)
     assert bad.returncode == 2 and "percent 150 is out of range" in bad.stderr
-    unknown = run_module("data_prep", "subsets", "--data-dir", str(prepared_data),
+    unknown = run_module("mtdnn.data_prep", "subsets", "--data-dir", str(prepared_data),
                          "--task", "qqp", "--preset", "paper", check=False)
     assert unknown.returncode == 2 and "unknown task 'qqp'" in unknown.stderr
-    missing = run_module("data_prep", "subsets", "--data-dir", str(tmp_path), "--task", "rte",
+    missing = run_module("mtdnn.data_prep", "subsets", "--data-dir", str(tmp_path), "--task", "rte",
                          "--count", "5", check=False)
     assert missing.returncode == 2 and "no prepared train file" in missing.stderr
 
@@ -98,7 +99,7 @@ def test_holdout_is_disjoint_from_the_subsets_of_the_same_permutation(
     assert len(held) == files["holdout"]["size"] == 1000
     assert not held & set(uids(tmp_path / "t" / "n2359.jsonl"))
     assert held < set(uids(prepared_data / "scitail/train.jsonl"))
-    refused = run_module("data_prep", "subsets", "--data-dir", str(prepared_data), "--task",
+    refused = run_module("mtdnn.data_prep", "subsets", "--data-dir", str(prepared_data), "--task",
                          "rte", "--percent", "90", "--holdout", "498", "--out-dir",
                          str(tmp_path / "r"), check=False)
     assert refused.returncode == 2 and "key '--holdout'" in refused.stderr

@@ -14,7 +14,7 @@ plus training keys of its own, run by a backend (``mtdnn``: this project's train
 ``hf_trainer``: Hugging Face ``Trainer``, the baseline). A **stage** is a multi-task run
 the arms can start from; it is trained once per stage seed, and an arm that starts from it
 runs every (stage seed, seed) pair, so stage-1 variance is in its spread. Each run fine-
-tunes one task on one subset (drawn by ``python -m data_prep subsets``; ``full`` is the
+tunes one task on one subset (drawn by ``python -m mtdnn.data_prep subsets``; ``full`` is the
 task's whole train file), or, with no ``tasks`` given, trains ``train.tasks`` together.
 
 Each finished run leaves a ``result.json`` (the record): its dev metrics, the training keys

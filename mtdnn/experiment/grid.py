@@ -67,13 +67,13 @@ def subset_manifest(config: ExperimentConfig, task: str,
     path = folder / "manifest.json"
     if not path.is_file():
         raise MtdnnError(f"no subsets of task '{task}'", file=path,
-                         allowed=f"python -m data_prep subsets --data-dir {config.data_dir} "
+                         allowed=f"python -m mtdnn.data_prep subsets --data-dir {config.data_dir} "
                                  f"--task {task} --preset paper --seed {config.subset_seed}")
     manifest = read_json(path)
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict):
         raise MtdnnError("the manifest has no 'files' mapping", file=path,
-                         allowed="a manifest written by python -m data_prep subsets")
+                         allowed="a manifest written by python -m mtdnn.data_prep subsets")
     missing = [s for s in names if s not in files]
     if missing:
         raise MtdnnError(f"subset '{missing[0]}' of task '{task}' was never drawn", file=path,

@@ -32,8 +32,8 @@ from mtdnn.experiment.records import (
     stage_record,
     stage_trained,
     start_fingerprints,
+    write_record,
 )
-from mtdnn.files import atomic_write_json
 from mtdnn.objective import LOGGED_TERMS
 from mtdnn.run_dir import RunDir
 from mtdnn.schema import to_dict
@@ -195,7 +195,7 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "wall_seconds": round(time.perf_counter() - started, 1)}
     if agreement_applies(config, cell):
         record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])
-    atomic_write_json(folder / RECORD, record)
+    write_record(folder / RECORD, record)
     if config.finished_runs_keep == "model":
         keep_model_only(folder)
     return record

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mtdnn.checkpoint import weights_fingerprint
 from mtdnn.errors import MtdnnError
@@ -70,7 +70,7 @@ def reusable_record(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
             log.warning("reuse_from: no folder %s (yet); nothing reused from it", root)
             continue
         for path in sorted(Path(root).glob(f"*/{cell.task}/*/*/{RECORD}")):
-            record = read_json(path)
+            record = read_record(path)
             record["train_keys"] = without_cosmetic(record.get("train_keys") or {})
             if all(record.get(name) == wanted[name] for name in REUSE_FIELDS):
                 return path
@@ -79,9 +79,9 @@ def reusable_record(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
 
 def reuse(config: ExperimentConfig, cell: Cell, source: Path) -> None:
     """Copy a finished run of another experiment in as this cell's record."""
-    record = {**read_json(source), "arm": cell.arm, "subset": cell.subset,
+    record = {**read_record(source), "arm": cell.arm, "subset": cell.subset,
               "reused_from": str(source)}
-    atomic_write_json(Path(config.output_dir) / cell.folder / RECORD, record)
+    write_record(Path(config.output_dir) / cell.folder / RECORD, record)
     log.info("reused %s for %s", source, cell)
 
 
@@ -107,31 +107,58 @@ def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], p
                     "delete the runs of this arm to train them again)")
 
 
-def read_record(path: Path) -> dict[str, Any]:
-    """A run's record; one in an older runner's format is named, with its migration."""
-    record = read_json(path)
-    metrics = record.get("metrics") if isinstance(record, dict) else None
+# The format of a record (``result.json``). 1: records before they said their format (a
+# stage record may hold one weights fingerprint and no realizations); 2: the format says
+# itself. Records of the experiment runner's first days (no arm, flat metrics) are older
+# still: scripts/migrate_records.py moves them to this format.
+RECORD_FORMAT = 2
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write a run's or a stage's record, in the current format."""
+    atomic_write_json(path, {**record, "format": RECORD_FORMAT})
+
+
+def read_record(path: Path, kind: Literal["run", "stage"] = "run") -> dict[str, Any]:
+    """The one reader of records: a record of any earlier format comes back in the current
+    one; one this version cannot read is an error that says what to do."""
+    return upgraded(read_json(path), path, kind)
+
+
+def upgraded(record: Any, path: Path | None = None,
+             kind: Literal["run", "stage"] = "run") -> dict[str, Any]:
+    """``record`` (as read from ``path``) in the current format."""
+    version = record.get("format", 1) if isinstance(record, dict) else None
+    if not isinstance(version, int) or version > RECORD_FORMAT:
+        raise MtdnnError(f"a record of format {version!r}; this mtdnn reads formats 1 to "
+                         f"{RECORD_FORMAT}", file=path,
+                         allowed="a newer mtdnn (pip install -U mtdnn), or a record it wrote")
+    if kind == "stage":
+        if "realizations" not in record:  # format 1: the stage's one training
+            record = {**record, "realizations": [
+                {"weights_fingerprint": record["weights_fingerprint"],
+                 "machine": record.get("machine"), "train_seconds": record.get("train_seconds")}]}
+        return {**record, "format": RECORD_FORMAT}
+    metrics = record.get("metrics")
     if "arm" not in record or not isinstance(metrics, dict) or not all(
             isinstance(m, dict) for m in metrics.values()):
         raise MtdnnError("a result record in an older format (metrics not keyed by task, or "
                          "no arm)", file=path,
                          allowed="records of python -m mtdnn.experiment; migrate older ones "
                                  "with python scripts/migrate_records.py")
-    return record
+    return {**record, "format": RECORD_FORMAT}
 
 
 def realizations(record: dict[str, Any]) -> list[dict[str, Any]]:
     """A stage record's realizations (the weights each training of it gave), oldest first."""
-    return record.get("realizations") or [
-        {"weights_fingerprint": record["weights_fingerprint"], "machine": record.get("machine"),
-         "train_seconds": record.get("train_seconds")}]
+    return record["realizations"]
 
 
 def stage_record(config: ExperimentConfig, name: str, seed: int) -> dict[str, Any] | None:
     path = find_stage_record(config, name, seed)
     if path is None:
         return None
-    record = read_json(path)
+    record = read_record(path, kind="stage")
     saved, now = without_cosmetic(record.get("train_keys") or {}), stage_train_keys(config, name)
     if saved != now:
         key = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))[0]

@@ -23,6 +23,7 @@ from mtdnn.experiment.records import (
     find_record,
     read_record,
     start_fingerprints,
+    write_record,
 )
 from mtdnn.experiment.results import write_report
 from mtdnn.files import atomic_write_json, check_output_folder, make_output_dir
@@ -52,7 +53,7 @@ def rescore_agreement(config: ExperimentConfig,
             missing += 1
             continue
         record["agreement"] = agreement_breakdown(config, cell, folder, record["precision"])
-        atomic_write_json(folder / RECORD, record)
+        write_record(folder / RECORD, record)
         rescored += 1
     log.info("rescored the agreement breakdown of %d runs; %d already had every measure; "
              "%d runs no longer have their final model and keep their old breakdown",
@@ -113,4 +114,4 @@ def check_data_files(config: ExperimentConfig, todo: list[Cell],
                     cell.task, {}) else "data_dir"
                 raise MtdnnError(f"task '{cell.task}': {split} file not found", file=file,
                                  key=key, allowed="an existing file: run `make data` (or "
-                                                  "python -m data_prep), or set task_files")
+                                                  "python -m mtdnn.data_prep), or set task_files")

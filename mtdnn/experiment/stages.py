@@ -15,12 +15,14 @@ from mtdnn.experiment.config import ExperimentConfig, stage_run_keys, stage_trai
 from mtdnn.experiment.records import (
     RECORD,
     find_stage_record,
+    read_record,
     realizations,
     stage_folder,
     stage_record,
     stage_trained,
+    upgraded,
+    write_record,
 )
-from mtdnn.files import atomic_write_json, read_json
 from mtdnn.run_dir import RunDir
 
 log = logging.getLogger(__name__)
@@ -70,8 +72,9 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
                     describe(made["machine"]), len(realizations(record)) + 1)
         record = {**record, "weights_fingerprint": fingerprint,
                   "realizations": [*realizations(record), made]}
-    if not (folder / RECORD).is_file() or read_json(folder / RECORD) != record:
-        atomic_write_json(folder / RECORD, record)
+    if not (folder / RECORD).is_file() or \
+            read_record(folder / RECORD, "stage") != upgraded(record, kind="stage"):
+        write_record(folder / RECORD, record)
     return run.last, fingerprint
 
 

@@ -1,4 +1,4 @@
-"""Download the official raw files into the layout ``python -m data_prep`` reads.
+"""Download the official raw files into the layout ``python -m mtdnn.data_prep`` reads.
 
 For users with internet access; nothing in the tests, CI or the demo calls the network
 (the tests run this module on ``file://`` URLs of hand-made archives).
@@ -96,4 +96,4 @@ def download(datasets: list[str], raw_dir: Path) -> None:
                 shutil.rmtree(raw_dir / "glue" / "QNLI", ignore_errors=True)
                 qnli.rename(raw_dir / "glue" / "QNLI")
             build_mrpc(raw_dir / "glue")
-    print(f"raw files are in {raw_dir}; next: python -m data_prep all --raw-dir {raw_dir}")
+    print(f"raw files are in {raw_dir}; next: python -m mtdnn.data_prep all --raw-dir {raw_dir}")

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from data_prep.canonical import RawRow, SplitSource
+from mtdnn.data_prep.canonical import RawRow, SplitSource
 from mtdnn.errors import MtdnnError
 from mtdnn.files import read_jsonl
 from mtdnn.task_def import TaskDef

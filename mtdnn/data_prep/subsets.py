@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.canonical import Staging, label_distribution
+from mtdnn.data_prep.canonical import Staging, label_distribution
 from mtdnn.errors import MtdnnError
 from mtdnn.files import read_jsonl, read_text, sha256_of
 from mtdnn.task_def import TaskDef
@@ -95,7 +95,7 @@ def draw_subsets(task: TaskDef, source: Path, out_dir: Path, sizes: list[SubsetS
     tuning split drawn from train that the reported subsets never see."""
     if not source.is_file():
         raise MtdnnError(f"no prepared train file for task '{task.name}'", file=source,
-                         allowed="run `python -m data_prep <dataset>` first")
+                         allowed="run `python -m mtdnn.data_prep <dataset>` first")
     lines = read_text(source).splitlines(keepends=True)
     records = [obj for _, obj in read_jsonl(source)]
     if len(records) != len(lines):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from data_prep.canonical import RawRow, SplitSource
-from data_prep.tsv import read_tsv
+from mtdnn.data_prep.canonical import RawRow, SplitSource
+from mtdnn.data_prep.tsv import read_tsv
 from mtdnn.task_def import TaskDef
 
 SCITAIL_DIRS = ("scitail/tsv_format", "SciTailV1.1/tsv_format", "scitail/SciTailV1.1/tsv_format",

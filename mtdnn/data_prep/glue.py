@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_prep.canonical import RawRow, SplitSource
-from data_prep.tsv import column_index, read_tsv
+from mtdnn.data_prep.canonical import RawRow, SplitSource
+from mtdnn.data_prep.tsv import column_index, read_tsv
 from mtdnn.task_def import TaskDef
 
 

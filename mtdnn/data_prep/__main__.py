@@ -1,10 +1,10 @@
-"""Command line: ``python -m data_prep <glue|snli|scitail|all|subsets> ...``.
+"""Command line: ``python -m mtdnn.data_prep <glue|snli|scitail|all|subsets> ...``.
 
 Examples::
 
-    python -m data_prep download --raw-dir raw            # needs internet
-    python -m data_prep all --raw-dir ../shared/data --out-dir data
-    python -m data_prep subsets --data-dir data --task scitail --preset paper --seed 13
+    python -m mtdnn.data_prep download --raw-dir raw            # needs internet
+    python -m mtdnn.data_prep all --raw-dir ../shared/data --out-dir data
+    python -m mtdnn.data_prep subsets --data-dir data --task scitail --preset paper --seed 13
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from data_prep.canonical import Staging, convert_split
-from data_prep.download import ARCHIVES, download
-from data_prep.glue import glue_sources
-from data_prep.scitail import scitail_sources
-from data_prep.snli import snli_sources
-from data_prep.subsets import (
+from mtdnn.commandline import add_debug_flag, command_parser, run_cli
+from mtdnn.data_prep.canonical import Staging, convert_split
+from mtdnn.data_prep.download import ARCHIVES, download
+from mtdnn.data_prep.glue import glue_sources
+from mtdnn.data_prep.scitail import scitail_sources
+from mtdnn.data_prep.snli import snli_sources
+from mtdnn.data_prep.subsets import (
     draw_subsets,
     paper_sizes,
     sizes_from_counts,
     sizes_from_percents,
     subset_dir,
 )
-from mtdnn.commandline import add_debug_flag, command_parser, run_cli
 from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import check_output, read_jsonl
 from mtdnn.task_def import PACKAGED, load_task_defs
@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     source = args.data_dir / args.task / f"{args.split}.jsonl"
     if not source.is_file():
         raise MtdnnError(f"no prepared {args.split} file for task '{args.task}'", file=source,
-                         allowed="run `python -m data_prep <dataset> --out-dir DATA_DIR` first")
+                         allowed="run `python -m mtdnn.data_prep <dataset> --out-dir "
+                                 "DATA_DIR` first")
     if args.seed < 0:
         raise MtdnnError(f"seed {args.seed} is negative", key="--seed",
                          allowed="a whole number >= 0")
