@@ -57,6 +57,6 @@ def test_the_docs_speak_of_the_schedulers_the_code_uses() -> None:
         if path.name == "history.md" or not path.is_file():
             continue
         for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if re.search(r"\.claim|claimed\(|stop_by|stop-by|work_queue", line):
+            if re.search(r"claim|stop_by|stop-by|work_queue", line):  # the grep
                 found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
