@@ -9,7 +9,8 @@ A checkpoint is one folder, written atomically (temporary folder, then rename)::
     checkpoint.json       step, epoch, dev metrics, package version
     teacher.safetensors   with SMART's Bregman term: the mean teacher (encoder + heads)
     training_state.pt     in ``last``: what resuming needs (optimizer, scheduler, scaler,
-                          sampler, counters, dev history, RNG; see :class:`RunState`)
+                          sampler, counters, dev history, RNG; see
+                          :class:`mtdnn.run_state.RunState`)
 
 Restoring all of it (plus the weights and the teacher, each through its own
 ``state_dict``) continues a killed run exactly as if it had never stopped.
@@ -22,7 +23,6 @@ import json
 import logging
 import shutil
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, sha256_of
 from mtdnn.randomness import rng_state, set_rng_state
 from mtdnn.run_dir import RunDir
+from mtdnn.run_state import RunState
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
 from mtdnn.task_def import TaskDef, load_task_file
@@ -219,26 +220,6 @@ def keep_model_only(run_dir: Path) -> int:
             freed += path.stat().st_size
             path.unlink()
     return freed
-
-
-@dataclass
-class RunState:
-    """Counters, dev history and not-yet-logged losses of one run."""
-
-    step: int = 0  # optimizer steps taken
-    epoch: int = 0  # complete epochs
-    position: int = 0  # minibatches of the current epoch consumed
-    micro: int = 0  # minibatches consumed in all (gradient accumulation)
-    best_score: float = -float("inf")
-    adv_skipped: int = 0
-    nonfinite_skipped: int = 0
-    evals: list[dict[str, Any]] = field(default_factory=list)
-    running: defaultdict = field(default_factory=lambda: defaultdict(list))
-    sampler_state: dict[str, Any] = field(default_factory=dict)
-    # Training time and examples up to ``step``, over every process that trained this run
-    # (evaluation and checkpointing excluded), so that a resumed run reports its whole cost.
-    train_seconds: float = 0.0
-    train_examples: int = 0
 
 
 def training_state(state: RunState, optimizer: torch.optim.Optimizer, scheduler: Any,

@@ -25,7 +25,6 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mtdnn._version import code_version
 from mtdnn.checkpoint import (
-    RunState,
     build_model,
     restore_training_state,
     resume_checkpoint,
@@ -47,6 +46,7 @@ from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.precision import AMP_DTYPES, autocast_context, machine_description
 from mtdnn.randomness import seed_everything
 from mtdnn.run_dir import EXTENDABLE, RunDir, check_run_dir, start_run_dir
+from mtdnn.run_state import RunState
 from mtdnn.sampling import Step, build_sampler
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher

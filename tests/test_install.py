@@ -43,10 +43,16 @@ def test_pip_install_gives_commands_that_work_outside_the_repo(
 
     work = tmp_path / "elsewhere"  # not the repository: nothing relative to it
     work.mkdir()
-    where = subprocess.run([str(python), "-c", "import mtdnn, task_defs; "
-                            "print(mtdnn.__file__); print(task_defs.__file__)"],
+    where = subprocess.run([str(python), "-c", "import mtdnn, mtdnn.data_prep; "
+                            "from mtdnn.task_def import DEFAULT_TASK_DEFS_DIR as d; "
+                            "print(mtdnn.__file__); print(mtdnn.data_prep.__file__); "
+                            "print(sorted(p.name for p in d.glob('*.yaml')))"],
                            cwd=work, capture_output=True, text=True, check=True).stdout
-    assert all(str(venv) in line for line in where.splitlines()), where
+    *modules, shipped = where.splitlines()
+    assert all(str(venv) in line for line in modules), where
+    assert shipped == "['glue.yaml', 'nli_domain.yaml']", where  # the task definitions
+    top_level = {p.name for p in Path(modules[0]).parent.parent.iterdir()}
+    assert not {"data_prep", "task_defs"} & top_level  # no generic top-level packages
     for command in ("mtdnn-train", "mtdnn-predict", "mtdnn-prep", "mtdnn-export",
                     "mtdnn-experiment", "mtdnn-probe"):
         shown = subprocess.run([str(venv / "bin" / command), "--help"], cwd=work,
