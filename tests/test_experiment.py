@@ -662,3 +662,21 @@ def test_records_say_their_format_and_older_ones_read_as_the_current(tmp_path: P
     (tmp_path / "new.json").write_text(json.dumps({**run, "format": RECORD_FORMAT + 1}))
     with pytest.raises(MtdnnError, match="this mtdnn reads formats 1 to"):
         read_record(tmp_path / "new.json")
+
+
+def test_a_grid_run_logs_lines_not_a_progress_bar(tmp_path: Path) -> None:
+    """Jobs of a grid run at once: each logs a line every tenth of its steps instead of a
+    bar, whatever the training keys say (a cosmetic key: records are unaffected)."""
+    from mtdnn.config import resolve_config
+    from mtdnn.experiment import load_experiment
+    from mtdnn.experiment.grid import Cell
+    from mtdnn.experiment.jobs import run_keys
+
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump({"tasks": ["rte"], "seeds": [1], "arms": {"plain": None},
+                                    "train": {"progress_bar": True},
+                                    "output_dir": str(tmp_path / "out")}))
+    config = load_experiment(path, [])
+    cell = Cell(arm="plain", task="rte", subset="full", seed=1, stage_seed=None)
+    keys = run_keys(config, cell, {"file": "rte_train.jsonl"}, None, tmp_path / "out" / "x")
+    assert resolve_config(keys).progress_bar is False

@@ -150,9 +150,10 @@ def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
     if cell.task != MULTITASK:
         keys["tasks"] = {cell.task: {"train": entry["file"],
                                      "dev": task_file(config, cell.task, "dev")}}
-    # the experiment's data_dir, unless the training keys name their own
+    # the experiment's data_dir, unless the training keys name their own; a line every
+    # tenth of the run instead of a bar (jobs running at once would draw over each other)
     return {**keys, "data_dir": keys.get("data_dir", config.data_dir), "seed": cell.seed,
-            "output_dir": str(folder),
+            "output_dir": str(folder), "progress_bar": False,
             "init_checkpoint": None if init is None else str(init), **continue_keys(folder)}
 
 

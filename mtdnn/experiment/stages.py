@@ -41,8 +41,8 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
     if not stage_trained(folder):
         log.info("stage %s seed %d", name, seed)
         train(resolve_config({**stage_run_keys(config, name), "seed": seed,
-                              "output_dir": str(folder), **continue_keys(folder)},
-                             origin=f"stage {folder}"))
+                              "output_dir": str(folder), "progress_bar": False,
+                              **continue_keys(folder)}, origin=f"stage {folder}"))
     run = RunDir(folder)
     fingerprint = weights_fingerprint(run.last)
     summary = run.summary()
