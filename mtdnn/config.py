@@ -603,6 +603,9 @@ def resolve_config(
         path = config_file(source) if source is not None else None
         data = load_mapping(path)
     named = origin or path
+    # Old names in the source, renamed (and said) once, naming the source; the overrides'
+    # are renamed when the whole is validated.
+    data = with_current_names(data, named)
     if named is not None and (keys or overrides):
         # The source alone first, so that its mistakes name it ...
         _validated(copy.deepcopy(data), named, tasks_later=True)

@@ -183,7 +183,7 @@ def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
     if differing:
         key = differing[0]
         raise MtdnnError(f"the run to resume has {key}={saved.get(key)!r}, this one "
-                         f"{current.get(key)!r}", file=path / "config.yaml", key=key,
+                         f"{current.get(key)!r}", file=RunDir(path).config, key=key,
                          allowed="the same config as the run being resumed (only resume, "
                                  "overwrite and progress_bar may change, and max_steps, "
                                  "epochs or min_steps may grow to extend it)")

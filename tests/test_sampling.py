@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,7 +187,7 @@ def test_group_by_length_keeps_small_tasks_random() -> None:
 
 
 def test_the_former_name_smart_still_reads_with_a_warning(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     """``sampler.kind: smart`` (before the rename that keeps it apart from SMART the
     regulariser) loads as ``stochastic_round_robin``, and a record that says ``smart``
     compares equal to a config that says the new name."""
@@ -197,6 +198,12 @@ def test_the_former_name_smart_still_reads_with_a_warning(
         config = resolve_config(None, ["tasks=[rte]", "sampler.kind=smart"])
     assert config.sampler.kind == "stochastic_round_robin"
     assert "'smart' is now called 'stochastic_round_robin'" in caplog.text
+    caplog.clear()
+    old_file = tmp_path / "old.yaml"
+    old_file.write_text("tasks: [rte]\nsampler: {kind: smart}\n")
+    with caplog.at_level("WARNING"):
+        assert resolve_config(old_file, ["epochs=2"]).sampler.kind == "stochastic_round_robin"
+    assert caplog.text.count("is now called") == 1 and str(old_file) in caplog.text
     old = {"sampler": {"kind": "smart", "group_by_length": True}, "epochs": 3}
     new = {"sampler": {"kind": "stochastic_round_robin", "group_by_length": True}, "epochs": 3}
     assert without_cosmetic(old) == without_cosmetic(new)
