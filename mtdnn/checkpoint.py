@@ -268,6 +268,29 @@ def restore_training_state(path: Path, optimizer: torch.optim.Optimizer, schedul
     return RunState(**{**run, "running": defaultdict(list, run["running"])})
 
 
+def resume_training(path: Path, config: TrainConfig, total_steps: int,
+                    optimizer: torch.optim.Optimizer, scheduler: Any,
+                    scaler: torch.amp.GradScaler, teacher: MeanTeacher | None) -> RunState:
+    """Continue the run saved in checkpoint ``path``: its loop state, optimizer, scheduler,
+    scaler, teacher and RNG. A run resumed with a larger max_steps, epochs or min_steps
+    goes on under the longer run's learning-rate schedule from the step it reached."""
+    from mtdnn.optimization import follow_new_schedule  # (transformers: only for training)
+    from mtdnn.run_dir import EXTENDABLE
+
+    state = restore_training_state(path, optimizer, scheduler, scaler, teacher)
+    log.info("resumed from %s at step %d (epoch %d)", path, state.step, state.epoch)
+    saved = saved_run_config(path)
+    grown = {key: (saved.get(key), getattr(config, key)) for key in EXTENDABLE
+             if saved.get(key) != getattr(config, key)}
+    if grown:
+        log.info("extending the run (%s) to %d steps: from step %d the learning rate follows "
+                 "the %d-step schedule (now %.3g)", ", ".join(
+                     f"{key} {old} → {new}" for key, (old, new) in grown.items()),
+                 total_steps, state.step + 1, total_steps,
+                 follow_new_schedule(optimizer, scheduler))
+    return state
+
+
 def resume_checkpoint(resume: str | None) -> Path | None:
     """The checkpoint to resume from: ``resume`` itself, or ``<resume>/last`` for a run."""
     if resume is None:

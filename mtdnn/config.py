@@ -632,6 +632,14 @@ def _validated(
         data.setdefault("tasks", {})
     config = build(TrainConfig, with_preset(data), source=source)
     check_smart(config.smart, source)
+    if config.pcgrad and config.optimizer.grad_accum_steps > 1:
+        raise MtdnnError(
+            "pcgrad projects each step's task gradients; it cannot be combined with "
+            "gradient accumulation",
+            file=source,
+            key="pcgrad",
+            allowed="pcgrad=false, or optimizer.grad_accum_steps=1",
+        )
     if not config.tasks and not tasks_later:
         raise MtdnnError(
             "no tasks given",

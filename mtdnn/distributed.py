@@ -35,6 +35,7 @@ class Distributed:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    device: torch.device = torch.device("cpu")  # CUDA (this rank's GPU) where present
 
     @property
     def is_main(self) -> bool:
@@ -101,13 +102,19 @@ def init_distributed(device_kind: str) -> Distributed:
     nccl on CUDA); one process without it."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
-        return Distributed()
+        return Distributed(device=torch.device("cuda:0" if device_kind == "cuda" else "cpu"))
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
     if device_kind == "cuda":
         torch.cuda.set_device(local_rank)
+        return Distributed(rank, world_size, local_rank, torch.device(f"cuda:{local_rank}"))
     return Distributed(rank, world_size, local_rank)
+
+
+def start_distributed(config: TrainConfig) -> Distributed:
+    """This process's place and device for a run of ``config`` (CUDA when present)."""
+    return init_distributed("cuda" if use_cuda(config) else "cpu")
 
 
 def shutdown(distributed: Distributed) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtdnn.data import Collator, TaskSplit, get_batch
+from mtdnn.data import Collator, TaskSplit, TaskSplits, get_batch
 from mtdnn.metrics import compute_metrics
 from mtdnn.model import MultiTaskModel
 from mtdnn.precision import autocast_context
@@ -60,12 +60,21 @@ def predict_split(model: MultiTaskModel, split: TaskSplit, collator: Collator, b
                          on_batch)[split.task.name]
 
 
-def evaluate_split(model: MultiTaskModel, split: TaskSplit, collator: Collator,
-                   batch_size: int, device: torch.device,
-                   amp_dtype: torch.dtype | None = None) -> dict[str, float]:
-    """The task's metrics on a labelled split."""
-    predicted = predict_split(model, split, collator, batch_size, device, amp_dtype)
-    return split_metrics(split, predicted)
+def evaluate_tasks(model: MultiTaskModel, data: dict[str, TaskSplits], batch_size: int,
+                   device: torch.device, amp_dtype: torch.dtype | None = None
+                   ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Every task's dev metrics, and the mean entropy of its dev predictions (classification
+    tasks: near ln(labels), the model barely commits)."""
+    metrics, entropy = {}, {}
+    for task, splits in data.items():
+        if splits.dev is None:
+            continue
+        predicted = predict_split(model, splits.dev, splits.collator, batch_size, device,
+                                  amp_dtype)
+        metrics[task] = split_metrics(splits.dev, predicted)
+        if (value := mean_entropy(predicted)) is not None:
+            entropy[task] = value
+    return metrics, entropy
 
 
 def split_metrics(split: TaskSplit, predicted: np.ndarray) -> dict[str, float]:

@@ -210,3 +210,19 @@ def check_lengths(config: TrainConfig, tasks: dict[str, TaskDef], encoder: Any,
 
 
 OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart")
+
+
+def prepare_for_training(model: MultiTaskModel, tokenizer: Any, config: TrainConfig,
+                         tasks: dict[str, TaskDef], device: torch.device) -> None:
+    """Check that ``max_seq_len`` fits the encoder, turn on gradient checkpointing if asked,
+    and move the model to ``device``."""
+    check_lengths(config, tasks, model.encoder, tokenizer)
+    if config.gradient_checkpointing:
+        # non-reentrant: gradients also reach SMART's perturbation through inputs_embeds
+        encoder = model.encoder
+        if hasattr(encoder, "activation_checkpointing_enable"):  # transformers' newer name
+            encoder.activation_checkpointing_enable({"use_reentrant": False})
+        else:
+            encoder.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.to(device)

@@ -100,3 +100,15 @@ def smart_adv_weights(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[st
         return {name: 0.0 for name in tasks}
     return {name: config.smart.adv_weight if task.smart.adv_weight is None
             else task.smart.adv_weight for name, task in tasks.items()}
+
+
+def build_teacher(model: torch.nn.Module, smart: SmartConfig, total_steps: int
+                  ) -> MeanTeacher | None:
+    """The mean teacher θ̃ of the Bregman term, over the run's ``total_steps`` updates;
+    ``None`` when the run has no Bregman term."""
+    if not (smart.enabled and smart.bregman_weight > 0):
+        return None
+    return MeanTeacher(model, total_steps // smart.teacher_update_every,
+                       smart.teacher_beta_early, smart.teacher_beta_late,
+                       smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared",
+                       schedule=smart.teacher_schedule, lag_fraction=smart.teacher_lag_fraction)

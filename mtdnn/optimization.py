@@ -86,3 +86,13 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimizerConfig,
     warmup = config.warmup_steps if config.warmup_steps is not None else \
         int(config.warmup_ratio * total_steps)
     return SCHEDULES[config.schedule](optimizer, warmup, total_steps, config)
+
+
+def follow_new_schedule(optimizer: torch.optim.Optimizer, scheduler: LambdaLR) -> float:
+    """A resumed run made longer: from the step it reached, the learning rates follow this
+    (longer) schedule rather than the saved one; returns the first group's new rate."""
+    for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs,
+                                   scheduler.lr_lambdas, strict=True):
+        group["lr"] = base * factor(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+    return optimizer.param_groups[0]["lr"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mtdnn.errors import MtdnnError
+from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text, check_output_folder, read_text, write_error
 
 if TYPE_CHECKING:
@@ -82,6 +82,16 @@ class RunDir:
         if not info.is_file():
             return None
         return int(json.loads(info.read_text(encoding="utf-8"))["step"])
+
+    def interrupted(self) -> Interrupted:
+        """Ctrl-C: what the run's ``last`` checkpoint holds (saved whole or not at all)
+        and how to continue from it."""
+        step = self.last_step()
+        if step is None:
+            return Interrupted("interrupted before the first checkpoint; nothing to resume",
+                               file=self.path, allowed="start the run again (overwrite=true)")
+        return Interrupted(f"interrupted; the last checkpoint holds step {step}: resume with "
+                           f"resume={self.path}", file=self.path)
 
     def entries(self, kind: str) -> list[dict[str, Any]]:
         """The ``metrics.jsonl`` lines of one kind (``train`` or ``eval``), in order."""

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mtdnn.config import SamplerConfig
+from mtdnn.config import SamplerConfig, TrainConfig
+
+if TYPE_CHECKING:
+    from mtdnn.data import TaskSplits
 
 
 @dataclass(frozen=True)
@@ -260,6 +264,14 @@ SAMPLERS: dict[str, SamplerFactory] = {
     "stochastic_round_robin": lambda sizes, bs, rng, config, epochs, lengths:
         StochasticRoundRobin(sizes, bs, rng, lengths),
 }
+
+
+def training_sampler(config: TrainConfig, data: dict[str, TaskSplits]) -> Sampler:
+    """The run's sampler over the training splits of ``data``."""
+    lengths = {t: np.array([len(ids) for ids in d.train.dataset["input_ids"]])
+               for t, d in data.items()} if config.sampler.group_by_length else None
+    return build_sampler(config.sampler, {t: len(d.train) for t, d in data.items()},
+                         config.batch_size, config.seed, config.epochs, lengths)
 
 
 def build_sampler(config: SamplerConfig, sizes: dict[str, int], batch_size: int, seed: int,

@@ -27,12 +27,15 @@ def check_trackers(names: tuple[str, ...]) -> None:
 
 class Trackers:
     """``record(entry)``: a line of ``metrics.jsonl``; ``add_scalar(tag, value, step)``: to
-    every tracker the run asked for."""
+    every tracker the run asked for. A run resumed at ``first_step`` drops what a killed
+    run logged after it (``metrics.jsonl``'s tail, tensorboard's later events), so that its
+    log reads as if it had never stopped."""
 
     def __init__(self, names: tuple[str, ...], run_dir: Path, first_step: int,
                  config: dict[str, Any]) -> None:
         from mtdnn.run_dir import RunDir
 
+        RunDir(run_dir).truncate_metrics(first_step)
         self.metrics = open(RunDir(run_dir).metrics, "a", encoding="utf-8")
         self.sinks: list[Any] = []
         if "tensorboard" in names:

@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,30 +25,28 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from mtdnn._version import code_version
 from mtdnn.checkpoint import (
     build_model,
-    restore_training_state,
     resume_checkpoint,
+    resume_training,
     save_last,
-    saved_run_config,
     training_state,
 )
 from mtdnn.config import TrainConfig, config_to_yaml, select_tasks
 from mtdnn.data import get_batch, load_task_data
-from mtdnn.distributed import Distributed, choose_device, init_distributed, shutdown, use_cuda
-from mtdnn.errors import Interrupted, MtdnnError
+from mtdnn.distributed import Distributed, shutdown, start_distributed
+from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
-from mtdnn.inference import mean_entropy, predict_split, split_metrics
+from mtdnn.inference import evaluate_tasks
 from mtdnn.metrics import check_best_metric, score_of
-from mtdnn.model import check_lengths
-from mtdnn.objective import batch_loss, smart_adv_weights
+from mtdnn.model import prepare_for_training
+from mtdnn.objective import batch_loss, build_teacher, smart_adv_weights
 from mtdnn.optimization import build_optimizer, build_scheduler
-from mtdnn.precision import AMP_DTYPES, autocast_context, machine_description
+from mtdnn.precision import AMP_DTYPES, autocast_context, machine_description, resolve_precision
 from mtdnn.randomness import seed_everything
-from mtdnn.run_dir import EXTENDABLE, RunDir, check_run_dir, start_run_dir
-from mtdnn.run_state import RunState
-from mtdnn.sampling import Step, build_sampler
+from mtdnn.run_dir import RunDir, check_run_dir, start_run_dir
+from mtdnn.run_state import RunState, TrainingClock
+from mtdnn.sampling import Step, training_sampler
 from mtdnn.schema import to_dict
-from mtdnn.smart import MeanTeacher
 from mtdnn.trackers import Trackers, check_trackers
 
 log = logging.getLogger(__name__)
@@ -73,19 +70,18 @@ def checkpoint_due(config: TrainConfig, step: int, total_steps: int, epoch_end: 
 
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training as configured; returns the best and last dev metrics and paths."""
-    distributed = init_distributed("cuda" if use_cuda(config) else "cpu")
-    recipe = None
+    recipe = TrainingRecipe(config)
     try:
-        recipe = TrainingRecipe(config, distributed)
         recipe.setup()
         return recipe.train()
     except KeyboardInterrupt:
-        raise interrupted(Path(config.output_dir)) from None
-    finally:
-        if getattr(recipe, "run_log", None) is not None:
+        raise RunDir(Path(config.output_dir)).interrupted() from None
+    finally:  # also after a failure: detach the run's log file, leave the process group
+        if recipe.run_log is not None:
             logging.getLogger().removeHandler(recipe.run_log)
             recipe.run_log.close()
-        shutdown(distributed)
+        if recipe.distributed is not None:
+            shutdown(recipe.distributed)
 
 
 def attach_run_log(run_dir: Path, config: TrainConfig) -> logging.Handler:
@@ -101,17 +97,6 @@ def attach_run_log(run_dir: Path, config: TrainConfig) -> logging.Handler:
              run_dir, ", ".join(config.tasks), config.encoder, config.seed, smart,
              RunDir(run_dir).log)
     return handler
-
-
-def interrupted(run_dir: Path) -> Interrupted:
-    """Ctrl-C: what the run's ``last`` checkpoint holds (saved whole or not at all) and
-    how to continue from it."""
-    step = RunDir(run_dir).last_step()
-    if step is None:
-        return Interrupted("interrupted before the first checkpoint; nothing to resume",
-                           file=run_dir, allowed="start the run again (overwrite=true)")
-    return Interrupted(f"interrupted; the last checkpoint holds step {step}: resume with "
-                       f"resume={run_dir}", file=run_dir)
 
 
 class TrainingRecipe:
@@ -131,9 +116,10 @@ class TrainingRecipe:
     gradient norm skips the update (and names the task whose loss was not finite).
     """
 
-    def __init__(self, config: TrainConfig, distributed: Distributed) -> None:
-        self.config, self.distributed = config, distributed
-        self.main = distributed.is_main
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+        self.distributed: Distributed | None = None
+        self.run_log: logging.Handler | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -141,9 +127,10 @@ class TrainingRecipe:
         """Check everything, then build; the run folder is written last, so a failed start
         leaves nothing that looks like a run (and an old run is replaced only then)."""
         config = self.config
-        self.run_log: logging.Handler | None = None
+        self.distributed = start_distributed(config)
+        self.main, self.device = self.distributed.is_main, self.distributed.device
         self.resume_from = resume_checkpoint(config.resume)
-        self.device, precision = choose_device(config, self.distributed.local_rank)
+        precision = resolve_precision(config.precision, self.device, config.smart)
         # The resolved precision is what config.yaml records (and what a resume must match).
         self.config = config = dataclasses.replace(config, precision=precision)
         self.amp_dtype = AMP_DTYPES[precision]
@@ -151,112 +138,43 @@ class TrainingRecipe:
         check_run_dir(config, self.resume_from)
         check_trackers(config.report_to)
         seed_everything(config.seed)
-        self._setup_model()
-        self._setup_data()
-        self._setup_optimizer()
-        self.run_dir = (start_run_dir(config, self.resume_from) if self.main
-                        else Path(config.output_dir))
-        self.run_log = attach_run_log(self.run_dir, config) if self.main else None
-        self._setup_state()
-        if config.compile:
-            # After the teacher's copy: the compiled forward belongs to the student alone.
-            self.model.encoder.compile(dynamic=True)
-
-    def _setup_model(self) -> None:
-        config = self.config
         self.tasks = select_tasks(config)
         self.model, self.tokenizer = build_model(config, self.tasks, self.resume_from)
-        check_lengths(config, self.tasks, self.model.encoder, self.tokenizer)
-        if config.gradient_checkpointing:
-            # non-reentrant: gradients also reach SMART's perturbation through inputs_embeds
-            encoder = self.model.encoder
-            if hasattr(encoder, "activation_checkpointing_enable"):  # transformers' newer name
-                encoder.activation_checkpointing_enable({"use_reentrant": False})
-            else:
-                encoder.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.model.to(self.device)
+        prepare_for_training(self.model, self.tokenizer, config, self.tasks, self.device)
         self.distributed.broadcast_parameters(self.model)
         torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
-        self.adv_weights = smart_adv_weights(config, self.tasks)
-        # Several processes: PyTorch's DistributedDataParallel overlaps the gradient
-        # all-reduce with the backward pass. It fits a step of one forward and one backward;
-        # SMART's R_s (three forwards per backward, through model methods other than
-        # forward) and PCGrad (a backward and a reduction per task) do not fit it, so their
-        # runs sum the gradients across ranks by hand (mtdnn.distributed) after backward.
-        hand_summed = any(self.adv_weights.values()) or config.pcgrad
-        self.ddp = (self.distributed.wrap(self.model) if self.distributed.enabled
-                    and not hand_summed else None)
-
-    def _setup_data(self) -> None:
-        config = self.config
         self.data = load_task_data(config, self.tasks, self.tokenizer, self.distributed)
         check_best_metric(config.best_metric, self.tasks, self.data)
-        lengths = {t: np.array([len(ids) for ids in d.train.dataset["input_ids"]])
-                   for t, d in self.data.items()} if config.sampler.group_by_length else None
-        self.sampler = build_sampler(config.sampler,
-                                     {t: len(d.train) for t, d in self.data.items()},
-                                     config.batch_size, config.seed, config.epochs, lengths)
+        self.sampler = training_sampler(config, self.data)
+        self.state = RunState(sampler_state=self.sampler.state_dict())
         self.accum = config.optimizer.grad_accum_steps
         self.total_steps = config.total_steps(self.sampler.num_steps)
-
-    def _setup_optimizer(self) -> None:
-        config, smart = self.config, self.config.smart
-        if config.pcgrad and self.accum > 1:
-            raise MtdnnError("pcgrad projects each step's task gradients; it cannot be "
-                             "combined with gradient accumulation", key="pcgrad",
-                             allowed="pcgrad=false, or optimizer.grad_accum_steps=1")
         self.optimizer = build_optimizer(self.model, config.optimizer)
         self.scheduler = build_scheduler(self.optimizer, config.optimizer, self.total_steps)
         self.scaler = torch.amp.GradScaler(self.device.type,
                                            enabled=self.amp_dtype == torch.float16)
         self.surgery_rng = np.random.default_rng(config.seed)  # PCGrad's projection order
-        self.teacher = None
-        if smart.enabled and smart.bregman_weight > 0:
-            self.teacher = MeanTeacher(
-                self.model, self.total_steps // smart.teacher_update_every,
-                smart.teacher_beta_early, smart.teacher_beta_late,
-                smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared",
-                schedule=smart.teacher_schedule, lag_fraction=smart.teacher_lag_fraction)
-
-    def _setup_state(self) -> None:
-        self.state = RunState(sampler_state=self.sampler.state_dict())
+        self.adv_weights = smart_adv_weights(config, self.tasks)
+        self.teacher = build_teacher(self.model, config.smart, self.total_steps)
+        # DDP's all-reduce fits a step of one forward and one backward; SMART's R_s and
+        # PCGrad do not, so their runs sum the gradients by hand (mtdnn.distributed).
+        hand_summed = any(self.adv_weights.values()) or config.pcgrad
+        self.ddp = (self.distributed.wrap(self.model)
+                    if self.distributed.enabled and not hand_summed else None)
+        self.run_dir = (start_run_dir(config, self.resume_from) if self.main
+                        else Path(config.output_dir))
+        self.run_log = attach_run_log(self.run_dir, config) if self.main else None
         if self.resume_from is not None:
-            self.state = restore_training_state(self.resume_from, self.optimizer,
-                                                self.scheduler, self.scaler, self.teacher)
-            if self.main:
-                RunDir(self.run_dir).truncate_metrics(self.state.step)
-            log.info("resumed from %s at step %d (epoch %d)", self.resume_from,
-                     self.state.step, self.state.epoch)
-            self._extend_schedule()
-        self.trackers = None
-        self.stopped_early = False
-        if self.main:
-            self.trackers = Trackers(self.config.report_to, self.run_dir, self.state.step,
-                                    to_dict(self.config))
-        self.resumed_from_step = self.state.step
-        # This process's share of the training time, evaluation and checkpointing excluded.
-        self.started, self.outside_training, self.examples = time.perf_counter(), 0.0, 0
-        self.seconds_before, self.examples_before = (self.state.train_seconds,
-                                                     self.state.train_examples)
-
-    def _extend_schedule(self) -> None:
-        """A run resumed with a larger max_steps, epochs or min_steps goes on under the
-        longer run's learning-rate schedule from the step it reached."""
-        saved = saved_run_config(self.resume_from)
-        grown = {key: (saved.get(key), getattr(self.config, key)) for key in EXTENDABLE
-                 if saved.get(key) != getattr(self.config, key)}
-        if not grown:
-            return
-        for group, base, factor in zip(self.optimizer.param_groups, self.scheduler.base_lrs,
-                                       self.scheduler.lr_lambdas, strict=True):
-            group["lr"] = base * factor(self.scheduler.last_epoch)
-        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-        log.info("extending the run (%s) to %d steps: from step %d the learning rate follows "
-                 "the %d-step schedule (now %.3g)", ", ".join(
-                     f"{key} {old} → {new}" for key, (old, new) in grown.items()),
-                 self.total_steps, self.state.step + 1, self.total_steps,
-                 self.optimizer.param_groups[0]["lr"])
+            self.state = resume_training(self.resume_from, config, self.total_steps,
+                                         self.optimizer, self.scheduler, self.scaler,
+                                         self.teacher)
+        self.trackers = (Trackers(config.report_to, self.run_dir, self.state.step,
+                                  to_dict(config)) if self.main else None)
+        self.stopped_early, self.resumed_from_step = False, self.state.step
+        self.clock = TrainingClock(self.state)
+        if config.compile:
+            # After the teacher's copy: the compiled forward belongs to the student alone.
+            self.model.encoder.compile(dynamic=True)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -306,19 +224,19 @@ class TrainingRecipe:
     def backward(self, refs: Step) -> list[tuple[str, torch.Tensor]]:
         """Every minibatch of one step: loss, backward (with PCGrad when the step holds
         several tasks). Returns each minibatch's task and task loss (on the device)."""
-        if not (self.config.pcgrad and len(refs) > 1):
-            return [self.loss_backward(ref) for ref in refs]
-        # Gradient surgery: one backward per task, then project away the conflicts.
+        surgery = self.config.pcgrad and len(refs) > 1
         losses, task_grads, touched = [], [], None
         for ref in refs:
             losses.append(self.loss_backward(ref))
-            flat, present = take_gradients(self.model)
-            task_grads.append(self.distributed.sum_(flat))
-            touched = present if touched is None else [
-                a or b for a, b in zip(touched, present, strict=True)]
-        for ref, rate in zip(refs, conflict_rates(task_grads), strict=True):
-            self.state.running[f"{ref.task}/pcgrad_conflicts"].append(rate)
-        put_gradients(self.model, pcgrad(task_grads, self.surgery_rng), touched)
+            if surgery:  # one backward per task, each task's gradient taken apart
+                flat, present = take_gradients(self.model)
+                task_grads.append(self.distributed.sum_(flat))
+                touched = present if touched is None else [
+                    a or b for a, b in zip(touched, present, strict=True)]
+        if surgery:  # project away the conflicts
+            for ref, rate in zip(refs, conflict_rates(task_grads), strict=True):
+                self.state.running[f"{ref.task}/pcgrad_conflicts"].append(rate)
+            put_gradients(self.model, pcgrad(task_grads, self.surgery_rng), touched)
         return losses
 
     def loss_backward(self, ref) -> tuple[str, torch.Tensor]:
@@ -349,7 +267,7 @@ class TrainingRecipe:
         self.state.adv_skipped += result.adv_skipped  # a bool tensor stays a count
         for name, value in result.terms.items():
             self.state.running[f"{ref.task}/{name}"].append(value)
-        self.examples += len(ref.indices)
+        self.clock.examples += len(ref.indices)
         return ref.task, task_loss
 
     def optimizer_step(self, losses: list[tuple[str, torch.Tensor]]) -> bool:
@@ -381,7 +299,7 @@ class TrainingRecipe:
         for task, loss in losses:
             value = self.distributed.sum_(loss.detach().clone()).item()
             if not math.isfinite(value):
-                last = self.run_dir / "last"
+                last = RunDir(self.run_dir).last
                 kept = (f"the last good checkpoint is {last}" if last.is_dir()
                         else "no checkpoint was written yet")
                 raise MtdnnError(f"the loss of task '{task}' is {value} at step "
@@ -432,20 +350,6 @@ class TrainingRecipe:
             self.trackers.record({"kind": "train", "step": step, "epoch": state.epoch, "task": task,
                          "lr": lr, "adv_skipped": adv_skipped, **teacher, **by_task[task]})
 
-    def evaluate(self) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-        """Every task's dev metrics, and the mean entropy of its dev predictions
-        (classification tasks; rank 0)."""
-        metrics, entropy = {}, {}
-        for task, data in self.data.items():
-            if data.dev is None:
-                continue
-            predicted = predict_split(self.model, data.dev, data.collator,
-                                      self.config.eval_batch_size, self.device, self.amp_dtype)
-            metrics[task] = split_metrics(data.dev, predicted)
-            if (value := mean_entropy(predicted)) is not None:
-                entropy[task] = value
-        return metrics, entropy
-
     def no_progress(self) -> bool:
         """Whether ``early_stopping_patience`` evaluations in a row brought no better
         ``best_metric`` (rank 0 decides; every rank stops)."""
@@ -465,19 +369,19 @@ class TrainingRecipe:
 
     def save_checkpoint(self, evaluate: bool) -> None:
         """Evaluate (if asked) and save ``last`` (and ``best``); the other ranks wait."""
-        started = time.perf_counter()
-        if self.main:
-            self._evaluate_and_save(evaluate)
-        self.distributed.barrier()
-        self.outside_training += time.perf_counter() - started
+        with self.clock.paused():
+            if self.main:
+                self._evaluate_and_save(evaluate)
+            self.distributed.barrier()
 
     def _evaluate_and_save(self, evaluate: bool) -> None:
         config, state = self.config, self.state
-        self._count_training_time()
+        self.clock.count(self.state)
         info: dict[str, Any] = {"step": state.step, "epoch": state.epoch, "metrics": None}
         is_best = False
         if evaluate:
-            metrics, entropy = self.evaluate()
+            metrics, entropy = evaluate_tasks(self.model, self.data, config.eval_batch_size,
+                                              self.device, self.amp_dtype)
             for task, values in metrics.items():
                 for name, value in values.items():
                     self.trackers.add_scalar(f"eval/{task}/{name}", value, state.step)
@@ -498,12 +402,6 @@ class TrainingRecipe:
                   self.teacher, is_best=is_best,
                   keep_last_n=config.keep_last_n if evaluate else None)
 
-    def _count_training_time(self) -> None:
-        """Bring the state's training time and examples up to now (saved with it)."""
-        self.state.train_seconds = (self.seconds_before + time.perf_counter() - self.started
-                                    - self.outside_training)
-        self.state.train_examples = self.examples_before + self.examples
-
     def cleanup(self) -> dict[str, Any]:
         """Close the logs; write and return the summary (rank 0)."""
         state = self.state
@@ -512,7 +410,7 @@ class TrainingRecipe:
                     "rank": self.distributed.rank}
         self.trackers.close()
         best = max(state.evals, key=lambda e: e["score"])
-        self._count_training_time()
+        self.clock.count(self.state)
         seconds = state.train_seconds
         summary = {"run_dir": str(self.run_dir), "steps": state.step,
                    "precision": self.config.precision, "best": best, "last": state.evals[-1],

@@ -593,6 +593,10 @@ CASES = [
          lambda t, c: train_args(t, c, "max_seq_len=512"),
          "key 'max_seq_len': max_seq_len 512 is longer than the encoder's 128 position "
          "embeddings"),
+    Case("run config", "gradient surgery with gradient accumulation", "train",
+         lambda t, c: train_args(t, c, "pcgrad=true", "optimizer.grad_accum_steps=2"),
+         "key 'pcgrad': pcgrad projects each step's task gradients; it cannot be combined "
+         "with gradient accumulation"),
     Case("run config", "max_seq_len too short to truncate to", "train",
          lambda t, c: train_args(t, c, "max_seq_len=3"),
          "key 'max_seq_len': max_seq_len 3 leaves no room for task 'rte''s text"),

@@ -47,9 +47,7 @@ def test_a_finished_run_extended_goes_on_under_the_longer_schedule(
 
 
 def recipe(keys: list[str]) -> TrainingRecipe:
-    from mtdnn.distributed import init_distributed
-
-    made = TrainingRecipe(resolve_config(None, keys), init_distributed("cpu"))
+    made = TrainingRecipe(resolve_config(None, keys))
     made.setup()
     return made
 
