@@ -83,7 +83,8 @@ def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
     (the experiment refuses keys it does not map), summarised as our trainer does."""
     import torch
 
-    from mtdnn.precision import machine_description, resolve_precision
+    from mtdnn.precision import resolve_precision
+    from mtdnn.provenance import machine_description
 
     (task, data), = config.tasks.items()
     precision = resolve_precision(config.precision, torch.device("cpu"))

@@ -49,21 +49,6 @@ def cpu_has_native_bf16() -> bool:
     return False
 
 
-def machine_description() -> dict[str, object]:
-    """What a run's numbers depend on beyond its keys: fp32 results differ in their last bits
-    between CPU kernels (AVX2, AVX512) and between torch thread counts, so a stage
-    re-trained elsewhere is another realization of the same stage (``mtdnn.experiment``)."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
-
-
 def native_precision(device: torch.device) -> str:
     """The fastest precision this device runs natively."""
     if device.type == "cuda":

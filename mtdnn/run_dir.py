@@ -15,6 +15,7 @@ interrupt message) asks :class:`RunDir` for them.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from dataclasses import dataclass
@@ -93,13 +94,17 @@ class RunDir:
         return Interrupted(f"interrupted; the last checkpoint holds step {step}: resume with "
                            f"resume={self.path}", file=self.path)
 
-    def entries(self, kind: str) -> list[dict[str, Any]]:
-        """The ``metrics.jsonl`` lines of one kind (``train`` or ``eval``), in order."""
+    @functools.cached_property
+    def _logged(self) -> list[dict[str, Any]]:
+        """``metrics.jsonl``, parsed once (a record reads its evaluations and its terms)."""
         if not self.metrics.is_file():
             return []
         lines = self.metrics.read_text(encoding="utf-8").split("\n")
-        return [entry for line in lines if line.strip()
-                for entry in [json.loads(line)] if entry.get("kind") == kind]
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def entries(self, kind: str) -> list[dict[str, Any]]:
+        """The ``metrics.jsonl`` lines of one kind (``train`` or ``eval``), in order."""
+        return [entry for entry in self._logged if entry.get("kind") == kind]
 
     def truncate_metrics(self, step: int) -> None:
         """Drop ``metrics.jsonl`` lines written after ``step`` (a killed run's tail), so a
@@ -109,6 +114,7 @@ class RunDir:
         keep = [line for line in self.metrics.read_text(encoding="utf-8").splitlines(True)
                 if line.strip() and line.endswith("\n") and json.loads(line)["step"] <= step]
         atomic_write_text(self.metrics, "".join(keep))
+        self.__dict__.pop("_logged", None)
 
     def evaluations(self) -> list[dict[str, Any]]:
         """Every dev evaluation (step, epoch, metrics): the learning curve."""
@@ -159,6 +165,8 @@ def check_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
 def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
     """Create the run folder (replacing an old run only under ``overwrite``) and record the
     resolved config in it. Called once everything the run needs has been checked."""
+    # Checked again: another process may have started a run in this folder while this one
+    # loaded its model and data.
     run_dir = check_run_dir(config, resume_from)
     if resume_from is None and config.overwrite:
         for name in RUN_FILES:

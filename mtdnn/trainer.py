@@ -22,7 +22,6 @@ import torch
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from mtdnn._version import code_version
 from mtdnn.checkpoint import (
     build_model,
     resume_checkpoint,
@@ -41,7 +40,8 @@ from mtdnn.metrics import check_best_metric, score_of
 from mtdnn.model import prepare_for_training
 from mtdnn.objective import batch_loss, build_teacher, smart_adv_weights
 from mtdnn.optimization import build_optimizer, build_scheduler
-from mtdnn.precision import AMP_DTYPES, autocast_context, machine_description, resolve_precision
+from mtdnn.precision import AMP_DTYPES, autocast_context, resolve_precision
+from mtdnn.provenance import code_version, machine_description
 from mtdnn.randomness import seed_everything
 from mtdnn.run_dir import RunDir, check_run_dir, start_run_dir
 from mtdnn.run_state import RunState, TrainingClock

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mtdnn._version import code_version
 from mtdnn.checkpoint import continue_keys, keep_model_only
 from mtdnn.config import merged, resolve_config
 from mtdnn.engines import Job, Outcome, run_jobs
@@ -35,6 +34,7 @@ from mtdnn.experiment.records import (
     write_record,
 )
 from mtdnn.objective import LOGGED_TERMS
+from mtdnn.provenance import code_version
 from mtdnn.run_dir import RunDir
 from mtdnn.schema import to_dict
 
@@ -174,6 +174,7 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
 
         resolved = resolve_config(keys, origin=f"run {folder}")
         summary = train(resolved)
+    run = RunDir(folder)
     record = {"arm": cell.arm, "task": cell.task, "subset": cell.subset,
               "train_size": entry["size"], "seed": cell.seed,
               **({"stage_seed": cell.stage_seed} if cell.stage_seed is not None else {}),
@@ -182,8 +183,8 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "train_file": entry["file"] if cell.task != MULTITASK else None,
               "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
               else None, "precision": summary["precision"], "steps": summary["steps"],
-              "metrics": summary["last"]["metrics"], "evaluations": RunDir(folder).evaluations(),
-              "smart_terms": RunDir(folder).logged_terms(LOGGED_TERMS),
+              "metrics": summary["last"]["metrics"], "evaluations": run.evaluations(),
+              "smart_terms": run.logged_terms(LOGGED_TERMS),
               # what ran, readable without the preset table of its day
               "smart_settings": to_dict(resolved.smart) if resolved.smart.enabled else None,
               "teacher_start_share": summary.get("teacher_start_share"),
