@@ -99,10 +99,15 @@ def save_last(run: RunDir, model: MultiTaskModel, tokenizer: Any, config_yaml: s
     best so far, and to ``checkpoints/step-<N>`` when ``keep_last_n`` step copies are
     kept (the oldest deleted)."""
     save_checkpoint(run.last, model, tokenizer, config_yaml, info, training_state, teacher)
-    if is_best:
-        copy_checkpoint(run.last, run.best)
-    if keep_last_n:
-        keep_recent(run.path, info["step"], keep_last_n)
+    steps = run.path / STEPS_DIR
+    copies = ([run.best] if is_best else []) + \
+        ([steps / f"step-{info['step']}"] if keep_last_n else [])
+    for target in copies:
+        copy_checkpoint(run.last, target)
+    if keep_last_n:  # the newest keep_last_n step copies stay
+        kept = sorted(steps.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+        for old in kept[:-keep_last_n]:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def copy_checkpoint(source: Path, target: Path) -> None:
@@ -196,15 +201,6 @@ def init_heads_from(model: MultiTaskModel, path: Path) -> list[str]:
     return copied
 
 
-def keep_recent(run_dir: Path, step: int, keep: int) -> None:
-    """Copy ``last`` to ``checkpoints/step-<step>`` and delete all but the newest ``keep``."""
-    folder = run_dir / STEPS_DIR
-    copy_checkpoint(run_dir / "last", folder / f"step-{step}")
-    saved = sorted(folder.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
-    for old in saved[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def keep_model_only(run_dir: Path) -> int:
     """Delete what only resuming or dev selection reads from a finished run (its optimizer
     state, mean teacher, ``best`` and step checkpoints), keeping ``last`` loadable; returns
@@ -277,11 +273,11 @@ def resume_training(path: Path, config: TrainConfig, total_steps: int,
     from mtdnn.optimization import follow_new_schedule  # (transformers: only for training)
     from mtdnn.run_dir import EXTENDABLE
 
-    state = restore_training_state(path, optimizer, scheduler, scaler, teacher)
-    log.info("resumed from %s at step %d (epoch %d)", path, state.step, state.epoch)
     saved = saved_run_config(path)
     grown = {key: (saved.get(key), getattr(config, key)) for key in EXTENDABLE
              if saved.get(key) != getattr(config, key)}
+    state = restore_training_state(path, optimizer, scheduler, scaler, teacher)
+    log.info("resumed from %s at step %d (epoch %d)", path, state.step, state.epoch)
     if grown:
         log.info("extending the run (%s) to %d steps: from step %d the learning rate follows "
                  "the %d-step schedule (now %.3g)", ", ".join(

@@ -35,8 +35,6 @@ class Trackers:
                  config: dict[str, Any]) -> None:
         from mtdnn.run_dir import RunDir
 
-        RunDir(run_dir).truncate_metrics(first_step)
-        self.metrics = open(RunDir(run_dir).metrics, "a", encoding="utf-8")
         self.sinks: list[Any] = []
         if "tensorboard" in names:
             from torch.utils.tensorboard import SummaryWriter
@@ -55,6 +53,8 @@ class Trackers:
             mlflow.start_run(run_name=run_dir.name)
             mlflow.log_params({k: str(v)[:250] for k, v in config.items()})
             self.sinks.append(_MlflowSink(mlflow))
+        RunDir(run_dir).truncate_metrics(first_step)
+        self.metrics = open(RunDir(run_dir).metrics, "a", encoding="utf-8")
 
     def record(self, entry: dict[str, Any]) -> None:
         """One line of ``metrics.jsonl``, flushed (a killed run keeps what it logged)."""
