@@ -195,6 +195,7 @@ def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
     saved = yaml.safe_load(saved_yaml)
     if saved.get("precision") == "auto":  # written before runs recorded the resolved one,
         saved["precision"] = "fp32"       # when auto meant fp32 on a CPU
+    saved = as_current(saved, RunDir(path).config)
     differing = sorted(k for k in set(saved) | set(current)
                        if k not in may_differ and saved.get(k) != current.get(k)
                        and not extends(saved, current, k))
@@ -205,6 +206,17 @@ def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
                          allowed="the same config as the run being resumed (only resume, "
                                  "overwrite and progress_bar may change, and max_steps, "
                                  "epochs or min_steps may grow to extend it)")
+
+
+def as_current(saved: dict[str, Any], source: Path) -> dict[str, Any]:
+    """A run config saved by an older version, read as this version reads it: keys added
+    since take their defaults (each keeps the former behaviour: no label smoothing, loss
+    weight 1, ...), renamed values their new names. So a run started before a key existed
+    resumes under a version that has it."""
+    from mtdnn.config import resolve_config
+    from mtdnn.schema import to_dict
+
+    return to_dict(resolve_config(saved, origin=source))
 
 
 # Keys that may grow when a run is resumed: the run is extended, and its schedule is the

@@ -60,3 +60,17 @@ def test_the_docs_speak_of_the_schedulers_the_code_uses() -> None:
             if re.search(r"claim|stop_by|stop-by|work_queue", line):  # the issue's grep
                 found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_the_teacher_tuning_verdict_on_the_results_page_is_what_its_records_give() -> None:
+    """The selection rule's output, quoted under "SMART's mean teacher at short budgets",
+    is recomputed from results/smart_teacher_tuning by the script that applies the rule."""
+    import subprocess
+    import sys
+
+    printed = subprocess.run([sys.executable, str(REPO / "scripts" / "select_teacher_schedule.py")],
+                             capture_output=True, text=True, check=True, cwd=REPO).stdout
+    page = (REPO / "docs" / "results.md").read_text()
+    quoted = page.split("<!-- select_teacher_schedule -->")[1].split("```")[1]
+    assert quoted.removeprefix("text\n").strip() == printed.strip(), \
+        "docs/results.md quotes another verdict: python scripts/select_teacher_schedule.py"

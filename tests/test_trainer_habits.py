@@ -179,3 +179,28 @@ def test_in_a_terminal_the_progress_bar_ends_once_with_the_log_lines_above_it(
     assert len(bars) == 1 and "6/6" in bars[0], screen[-12:]
     dev = [i for i, line in enumerate(screen) if " dev {" in line]
     assert dev and dev[-1] < screen.index(bars[0])  # the last evaluation, above the bar
+
+
+def test_a_run_saved_before_a_key_existed_resumes(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """A config.yaml written by an older version lacks the keys added since; they read as
+    their defaults (which keep the former behaviour), so the run resumes. A key that does
+    differ still stops the resume."""
+    import yaml
+
+    from mtdnn.errors import MtdnnError
+
+    keys = rte_keys(prepared_data, tiny_encoder_dir, tmp_path)
+    train(resolve_config(None, [*keys, "max_steps=2"]))
+    for saved in (tmp_path / "run" / "config.yaml", tmp_path / "run" / "last" / "config.yaml"):
+        old = yaml.safe_load(saved.read_text())
+        for added in ("gradient_checkpointing", "label_smoothing"):
+            del old[added]
+        del old["optimizer"]["warmup_steps"]
+        del old["tasks"]["rte"]["loss_weight"]
+        saved.write_text(yaml.safe_dump(old))
+    resumed = train(resolve_config(None, [*keys, "max_steps=4", f"resume={tmp_path / 'run'}"]))
+    assert resumed["steps"] == 4 and resumed["resumed_from_step"] == 2
+    with pytest.raises(MtdnnError, match="the run to resume has label_smoothing=0.0, this one 0.1"):
+        train(resolve_config(None, [*keys, "max_steps=6", "label_smoothing=0.1",
+                                    f"resume={tmp_path / 'run'}"]))
