@@ -77,14 +77,19 @@ def main() -> None:
     accuracy, logged = load(args.records)
     arms = {arm: (spec or {}).get("train", {}).get("smart", {})
             for arm, spec in config["arms"].items()}
-    missing = [(arm, t, s) for arm in arms for t, s in cells if (arm, t, s) not in accuracy]
-    if missing:
-        print(f"{len(missing)} of {len(arms) * len(cells)} runs missing; no verdict yet")
+    missing = {arm: sum((arm, t, s) not in accuracy for t, s in cells) for arm in arms}
+    step_a_arms = [a for a, smart in arms.items() if a == baseline or "epsilon" not in smart]
+    if any(missing[a] for a in step_a_arms):
+        print(f"{sum(missing[a] for a in step_a_arms)} of {len(step_a_arms) * len(cells)} "
+              "step (a) runs missing; no verdict yet")
         return
     print(f"SMART − {baseline}, {len(cells)} paired differences (task × seed), points:")
-    step_a = {}
+    step_a, eps_arms = {}, {}
     for arm, smart in arms.items():
         if arm == baseline:
+            continue
+        if missing[arm]:
+            print(f"  {arm}: {missing[arm]} of {len(cells)} runs missing")
             continue
         mean, se, verdict = describe(paired(accuracy, arm, baseline, cells))
         adv = {t: float(np.median(logged[arm][t]["adv"])) for t in tasks}
@@ -100,6 +105,8 @@ def main() -> None:
               f"dev entropy {', '.join(f'{t} {v:.3f}' for t, v in entropy.items())}")
         if "epsilon" not in smart and smart.get("teacher_schedule") in SCHEDULES:
             step_a[smart["teacher_schedule"]] = (arm, mean, se)
+        elif "epsilon" in smart:
+            eps_arms[arm] = (acts, mean > -2 * se)
     print("dev entropy of plain: " + ", ".join(
         f"{t} {float(np.nanmedian(logged[baseline][t]['entropy'])):.3f}" for t in tasks))
     top = max(m for _, m, _ in step_a.values())
@@ -116,6 +123,9 @@ def main() -> None:
     print(f"default smart.teacher_schedule: {default}")
     moved = step_a[best][1] > 2 * step_a[best][2]
     print(f"SMART − plain moved beyond noise by step (a): {moved}")
+    for arm, (acts, keeps) in eps_arms.items():
+        print(f"{arm}: R_s acts {acts}, does not lose {keeps}: step (b) "
+              f"{'runs at this ε' if acts and keeps else 'does not run at this ε'}")
 
 
 if __name__ == "__main__":
