@@ -226,9 +226,12 @@ class SmartConfig:
     # How β moves over the run (mtdnn.smart.teacher_beta). paper: the two β above, as
     # written; ramp: capped by Mean Teacher's running mean, so the start weights drop out
     # at the first update; scaled: the ramp, then the β whose lag 1/(1 - β) is
-    # teacher_lag_fraction of the run's updates (the paper's share on its long runs: 3%)
+    # teacher_lag_fraction of the run's updates (the paper's share on its long runs: 3%).
+    # scaled is the default: on runs of a few hundred updates the paper's β keeps most of
+    # the start weights in the teacher, and SMART lost to plain fine-tuning by it
+    # (docs/results.md, "SMART's mean teacher"); the paper preset keeps the paper's β.
     teacher_schedule: Literal["paper", "ramp", "scaled"] = key(
-        "paper",
+        "scaled",
         "paper (β as written), ramp (Mean Teacher's running mean first) or scaled "
         "(ramp, then a lag of a fraction of the run)",
     )
@@ -246,7 +249,9 @@ class SmartConfig:
 
 # Named SMART recipes: the keys each sets (keys given next to `preset` win).
 SMART_PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {},  # the defaults: Jiang et al. 2020's ε = σ = 1e-5, η = 1e-3, λ_s = μ = 1
+    # Jiang et al. 2020 as written: ε = σ = 1e-5, η = 1e-3, λ_s = μ = 1 (the defaults) and
+    # the mean teacher's β = 0.99, then 0.999 (Tarvainen and Valpola's constants)
+    "paper": {"teacher_schedule": "paper"},
     # what smart-pytorch's SMARTLoss and mt-dnn run by default
     "reference": {
         "ascent": "reference",
@@ -544,6 +549,24 @@ def with_preset(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(smart, dict) and smart.get("preset") in SMART_PRESETS:
         return {**data, "smart": {**SMART_PRESETS[smart["preset"]], **smart}}
     return data
+
+
+# The mean teacher's schedule before `scaled` became the default: a run with a teacher whose
+# saved config or record does not name its schedule ran this one.
+FORMER_TEACHER_SCHEDULE = "paper"
+
+
+def with_former_teacher(smart: Any) -> Any:
+    """SMART keys saved before the teacher schedule had another default than the paper's
+    (a run's config.yaml, a record's training keys), naming the schedule that run had
+    wherever it had a teacher (SMART on, μ > 0 by its keys or their preset). Keys of a run
+    without a teacher are left to take today's default: the schedule did nothing there."""
+    if not isinstance(smart, dict) or not smart.get("enabled") or "teacher_schedule" in smart:
+        return smart
+    preset = SMART_PRESETS.get(smart.get("preset"), {})
+    if not smart.get("bregman_weight", preset.get("bregman_weight", 1.0)):
+        return smart
+    return {**smart, "teacher_schedule": FORMER_TEACHER_SCHEDULE}
 
 
 # Values given new names: an old config, or a record of an old run, still reads as the new

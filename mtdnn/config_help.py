@@ -64,5 +64,7 @@ def markdown_table() -> str:
     """The keys as the README's table."""
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key, kind, default, meaning in config_keys():
-        lines.append(f"| `{key}` | {kind} | `{default}` | {meaning} |")
+        # a "|" inside a cell (the choices of a key) would end the cell
+        cells = [f"`{key}`", kind, f"`{default}`", meaning]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -212,10 +212,13 @@ def as_current(saved: dict[str, Any], source: Path) -> dict[str, Any]:
     """A run config saved by an older version, read as this version reads it: keys added
     since take their defaults (each keeps the former behaviour: no label smoothing, loss
     weight 1, ...), renamed values their new names. So a run started before a key existed
-    resumes under a version that has it."""
-    from mtdnn.config import resolve_config
+    resumes under a version that has it; a key whose default changed since keeps the value
+    the run had."""
+    from mtdnn.config import resolve_config, with_former_teacher
     from mtdnn.schema import to_dict
 
+    if "smart" in saved:
+        saved = {**saved, "smart": with_former_teacher(saved["smart"])}
     return to_dict(resolve_config(saved, origin=source))
 
 

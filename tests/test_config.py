@@ -83,6 +83,30 @@ def test_smart_presets_fill_keys_that_are_not_given() -> None:
     assert calibrated.smart.bregman_weight == 1 and calibrated.smart.ascent == "paper"
 
 
+def test_the_teacher_lag_fits_the_run_by_default_and_the_paper_preset_keeps_the_papers(
+        tmp_path: Path) -> None:
+    """The default teacher schedule is `scaled` (docs/results.md, SMART's mean teacher);
+    `preset: paper` is the paper as written, its β too, unless the schedule is named. A run
+    config saved before the default changed (no teacher_schedule) reads as the paper's where
+    it had a teacher, and as today's where it had none."""
+    from mtdnn.run_dir import as_current
+    from mtdnn.schema import to_dict
+
+    def schedule(*keys: str) -> str:
+        return resolve_config(None, ["tasks=[rte]", "smart.enabled=true", *keys]
+                              ).smart.teacher_schedule
+
+    assert schedule() == schedule("smart.preset=calibrated") == "scaled"
+    assert schedule("smart.preset=paper") == "paper"
+    assert schedule("smart.preset=paper", "smart.teacher_schedule=ramp") == "ramp"
+    for keys, former in ((["smart.preset=calibrated"], "paper"),
+                         (["smart.bregman_weight=0"], "scaled"),
+                         (["smart.enabled=false"], "scaled")):
+        saved = to_dict(resolve_config(None, ["tasks=[rte]", "smart.enabled=true", *keys]))
+        del saved["smart"]["teacher_schedule"]
+        assert as_current(saved, tmp_path / "config.yaml")["smart"]["teacher_schedule"] == former
+
+
 def test_the_help_of_best_metric_shows_a_value_the_run_accepts() -> None:
     """The form ``--help`` gives for ``best_metric``, filled in, passes the run's check
     and picks the score it names."""
@@ -116,6 +140,9 @@ def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
     text = readme.read_text()
     pattern = re.compile(r"(<!-- config keys:[^\n]*-->\n)(.*?)(<!-- /config keys -->)", re.S)
     current = pattern.search(text).group(2) == markdown_table()
+    # a key's choices ('a' | 'b') must not split its row into more cells than the head has
+    for row in markdown_table().splitlines():
+        assert len(re.split(r"(?<!\\)\|", row.strip("|"))) == 4, row
     if not current and os.environ.get("MTDNN_WRITE_DOCS"):
         readme.write_text(pattern.sub(lambda m: m.group(1) + markdown_table() + m.group(3),
                                       text))

@@ -330,7 +330,9 @@ def test_migration_moves_old_records_to_the_runner_format(tmp_path: Path,
 
     config = {"tasks": ["rte"], "seeds": [13], "data_dir": str(data),
               "output_dir": str(tmp_path / "runs"), "publish_dir": str(published),
-              "arms": {"single": None, "smart": {"train": {"smart": {"enabled": True}}}},
+              # an old SMART record ran the teacher schedule that was the default then
+              "arms": {"single": None, "smart": {"train": {"smart": {
+                  "enabled": True, "teacher_schedule": "paper"}}}},
               "train": {"epochs": 2, "precision": "fp32"}}
     path = tmp_path / "cmp.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -662,6 +664,31 @@ def test_records_say_their_format_and_older_ones_read_as_the_current(tmp_path: P
     (tmp_path / "new.json").write_text(json.dumps({**run, "format": RECORD_FORMAT + 1}))
     with pytest.raises(MtdnnError, match="this mtdnn reads formats 1 to"):
         read_record(tmp_path / "new.json")
+
+
+def test_records_before_format_3_name_the_teacher_schedule_their_runs_had(
+        tmp_path: Path) -> None:
+    """`scaled` became the default teacher schedule in format 3: an older record of a run
+    with a teacher reads as the paper's schedule (the only one then), so that its arm, which
+    now names `teacher_schedule: paper`, still matches it; a run without a teacher (μ = 0,
+    by its keys or its preset) or of format 3 reads as written."""
+    from mtdnn.experiment.records import read_record
+
+    def read(smart: dict, version: int = 2) -> dict:
+        path = tmp_path / "record.json"
+        path.write_text(json.dumps({"arm": "a", "metrics": {"rte": {"accuracy": 0.5}},
+                                    "train_keys": {"epochs": 4, "smart": smart},
+                                    "format": version}))
+        return read_record(path)["train_keys"]["smart"]
+
+    calibrated = {"enabled": True, "preset": "calibrated"}
+    assert read(calibrated) == {**calibrated, "teacher_schedule": "paper"}
+    assert read({"enabled": True}) == {"enabled": True, "teacher_schedule": "paper"}
+    for as_written in ({**calibrated, "bregman_weight": 0},
+                       {"enabled": True, "preset": "reference"}, {"enabled": False},
+                       {"enabled": True, "teacher_schedule": "ramp"}):
+        assert read(as_written) == as_written
+    assert read(calibrated, version=3) == calibrated
 
 
 def test_a_grid_run_logs_lines_not_a_progress_bar(tmp_path: Path) -> None:

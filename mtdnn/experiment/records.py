@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtdnn.checkpoint import weights_fingerprint
+from mtdnn.config import with_former_teacher
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import (
     ExperimentConfig,
@@ -109,9 +110,11 @@ def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], p
 
 # The format of a record (``result.json``). 1: records before they said their format (a
 # stage record may hold one weights fingerprint and no realizations); 2: the format says
-# itself. Records of the experiment runner's first days (no arm, flat metrics) are older
-# still: scripts/migrate_records.py moves them to this format.
-RECORD_FORMAT = 2
+# itself; 3: the mean teacher's schedule has a default other than the paper's, so a record
+# of a run with a teacher whose keys do not name the schedule ran the former default. Records
+# of the experiment runner's first days (no arm, flat metrics) are older still:
+# scripts/migrate_records.py moves them to this format.
+RECORD_FORMAT = 3
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
@@ -133,6 +136,8 @@ def upgraded(record: Any, path: Path | None = None,
         raise MtdnnError(f"a record of format {version!r}; this mtdnn reads formats 1 to "
                          f"{RECORD_FORMAT}", file=path,
                          allowed="a newer mtdnn (pip install -U mtdnn), or a record it wrote")
+    if version < 3 and record.get("train_keys"):
+        record = {**record, "train_keys": with_former_teacher_keys(record["train_keys"])}
     if kind == "stage":
         if "realizations" not in record:  # format 1: the stage's one training
             record = {**record, "realizations": [
@@ -147,6 +152,14 @@ def upgraded(record: Any, path: Path | None = None,
                          allowed="records of python -m mtdnn.experiment; migrate older ones "
                                  "with python scripts/migrate_records.py")
     return {**record, "format": RECORD_FORMAT}
+
+
+def with_former_teacher_keys(keys: dict[str, Any]) -> dict[str, Any]:
+    """The training keys of a record written before format 3, naming the teacher schedule
+    its run had (:func:`mtdnn.config.with_former_teacher`)."""
+    if "smart" not in keys:
+        return keys
+    return {**keys, "smart": with_former_teacher(keys["smart"])}
 
 
 def realizations(record: dict[str, Any]) -> list[dict[str, Any]]:
