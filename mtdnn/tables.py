@@ -263,19 +263,40 @@ SETTINGS = (("epsilon", "ε"), ("adv_weight", "λ_s"), ("bregman_weight", "μ"),
 
 def smart_settings_table(arms: list[str], records: list[Record]) -> str:
     """Each SMART arm's settings as its records resolved them (every key after the preset),
-    so that a row says what ran without the preset table of its day."""
-    found = {arm: r["smart_settings"] for r in records if r.get("smart_settings")
-             for arm in [r["arm"]]}
-    if not found:
+    so that a row says what ran without the preset table of its day. An arm whose records
+    predate resolved settings (marked *) shows its keys resolved as this version resolves
+    them (the presets have kept their values since those runs). The teacher's cells are
+    empty where μ = 0 (no teacher), the lag's where the schedule is not ``scaled``."""
+    from mtdnn.config import resolve_config
+    from mtdnn.schema import to_dict
+
+    found = {r["arm"]: r["smart_settings"] for r in records if r.get("smart_settings")}
+    keys = {r["arm"]: smart for r in records if r["arm"] not in found
+            for smart in [(r.get("train_keys") or {}).get("smart")]
+            if isinstance(smart, dict) and smart.get("enabled")}
+    named = {arm: to_dict(resolve_config({"smart": smart}, tasks_later=True).smart)
+             for arm, smart in keys.items()}
+    if not found and not named:
         return ""
-    lines = ["", "SMART settings of each arm (as its records resolved them):", "",
+
+    def cells(settings: dict[str, Any]) -> str:
+        shown = dict(settings)
+        if not shown.get("bregman_weight"):
+            shown["teacher_schedule"] = None
+        if shown.get("teacher_schedule") != "scaled":
+            shown["teacher_lag_fraction"] = None
+        return " | ".join("—" if shown.get(key) is None else f"{shown[key]:g}"
+                          if isinstance(shown[key], float) else str(shown[key])
+                          for key, _ in SETTINGS)
+
+    lines = ["", "SMART settings of each arm (as its records resolved them; *: records "
+             "from before they kept them, their keys resolved by this version):", "",
              *table_head([label for _, label in SETTINGS], first="arm")]
     for arm in arms:
         if arm in found:
-            lines.append(f"| {arm} | " + " | ".join(
-                "—" if found[arm].get(key) is None else f"{found[arm][key]:g}"
-                if isinstance(found[arm][key], float) else str(found[arm][key])
-                for key, _ in SETTINGS) + " |")
+            lines.append(f"| {arm} | {cells(found[arm])} |")
+        elif arm in named:
+            lines.append(f"| {arm} * | {cells(named[arm])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -640,6 +640,26 @@ def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
         "| plain | 60.0 (1 seed) | 60.0 (1 seed) |", "| smart | not run | not run |"]
 
 
+def test_each_smart_arm_is_labelled_by_the_settings_it_ran() -> None:
+    """A record's resolved settings label its arm; an older record's keys are resolved (its
+    preset's ε, the teacher its format read it with) and marked; no teacher, no schedule."""
+    from mtdnn.tables import smart_settings_table
+
+    new = {"arm": "scaled", "smart_settings": {
+        "epsilon": 1e-5, "adv_weight": 1.0, "bregman_weight": 1.0, "teacher_schedule": "scaled",
+        "teacher_lag_fraction": 0.03, "preset": "paper"}}
+    old = {"arm": "calibrated", "train_keys": {"smart": {
+        "enabled": True, "preset": "calibrated", "teacher_schedule": "paper"}}}
+    no_teacher = {"arm": "no-breg", "train_keys": {"smart": {
+        "enabled": True, "epsilon": 1e-3, "bregman_weight": 0}}}
+    plain = {"arm": "plain", "train_keys": {}}
+    table = smart_settings_table(["plain", "calibrated", "no-breg", "scaled"],
+                                 [plain, old, no_teacher, new]).splitlines()
+    assert table[-3:] == ["| calibrated * | 0.001 | 1 | 1 | paper | — | calibrated |",
+                          "| no-breg * | 0.001 | 1 | 0 | — | — | — |",
+                          "| scaled | 1e-05 | 1 | 1 | scaled | 0.03 | paper |"]
+
+
 def test_records_say_their_format_and_older_ones_read_as_the_current(tmp_path: Path) -> None:
     """One reader for every record format: a format-1 stage record (one training, no
     realizations) reads with its realization; a record newer than this mtdnn is refused."""
