@@ -126,6 +126,15 @@ def main() -> None:
     for arm, (acts, keeps) in eps_arms.items():
         print(f"{arm}: R_s acts {acts}, does not lose {keeps}: step (b) "
               f"{'runs at this ε' if acts and keeps else 'does not run at this ε'}")
+    if any(missing.values()):
+        print("dev re-runs: decided when every arm has every (task, seed)")
+    elif any(acts and keeps for acts, keeps in eps_arms.values()):
+        print("dev re-runs: after step (b), with its λ_s preset")
+    elif default != "paper" or moved:
+        print(f"dev re-runs: yes, at the paper's settings (ε = 1e-5, λ_s = 1, μ = 1) with "
+              f"the {best} teacher schedule; step (b) does not run")
+    else:
+        print("dev re-runs: none; neither step moved SMART − plain beyond its noise: stop")
 
 
 if __name__ == "__main__":
