@@ -92,7 +92,9 @@ def attach_run_log(run_dir: Path, config: TrainConfig) -> logging.Handler:
                                            datefmt="%Y-%m-%d %H:%M:%S"))
     handler.stream.write(f"resolved config:\n{config_to_yaml(config)}\n")
     logging.getLogger().addHandler(handler)
-    smart = "SMART " + (config.smart.preset or "on") if config.smart.enabled else "no SMART"
+    smart = (f"SMART ε {config.smart.epsilon:g}, λ_s {config.smart.adv_weight:g}, μ "
+             f"{config.smart.bregman_weight:g}, teacher {config.smart.teacher_schedule}"
+             if config.smart.enabled else "no SMART")
     log.info("run %s: tasks %s; encoder %s; seed %d; %s; full config and log in %s",
              run_dir, ", ".join(config.tasks), config.encoder, config.seed, smart,
              RunDir(run_dir).log)

@@ -87,6 +87,8 @@ def test_smart_run_on_scitail_logs_both_terms_and_resumes_exactly(
         assert -1 <= entry["adv_grad_cos"] <= 1
     assert (whole / "last" / "teacher.safetensors").is_file()
     assert (whole / "best" / "teacher.safetensors").is_file()
+    # the log's one-line summary says what SMART ran (the default teacher schedule here)
+    assert "SMART ε 1e-05, λ_s 1, μ 1, teacher scaled;" in (whole / "train.log").read_text()
 
     # Kill a second run after its first checkpoint, resume it, compare with the whole run.
     # It starts as a sweep starts a cell (overwrite=true over a folder holding only its
