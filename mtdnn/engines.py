@@ -8,7 +8,8 @@ order; the engines own scheduling, retries and deadlines:
   process pool). A job that waits for another is submitted once that one has ended. A job
   whose worker process dies (killed, out of memory) is submitted again, up to
   ``max_retries`` times, to a fresh pool; it resumes where it stopped when the function
-  resumes.
+  resumes. A worker whose launcher has gone (stopped by a signal, even SIGKILL) stops
+  within seconds, so that no run trains on beside the next launch's run of it.
 - ``slurm``: each job is a Slurm job submitted by ``submitit`` with the resources of
   ``slurm``. A job that reaches its time limit or is pre-empted is requeued by
   ``submitit`` with the same call (:class:`Requeueable`), which resumes where it stopped
@@ -189,6 +190,21 @@ def run_jobs(fn: Callable[..., Any], jobs: list[Job], launcher: LauncherConfig,
     return outcomes
 
 
+def stop_with_launcher(launcher: int, every: float = 1.0) -> None:
+    """A local worker's first call: end this process once its launcher has gone. The
+    training it leaves resumes from its ``last`` checkpoint, which is written whole or not
+    at all."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == launcher:
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="stop-with-launcher").start()
+
+
 class LocalEngine:
     """A pool of ``jobs`` worker processes, started fresh (not forked from this one)."""
 
@@ -205,7 +221,8 @@ class LocalEngine:
         from concurrent.futures import ProcessPoolExecutor
 
         return ProcessPoolExecutor(max_workers=self.workers,
-                                   mp_context=multiprocessing.get_context("spawn"))
+                                   mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=stop_with_launcher, initargs=(os.getpid(),))
 
     def submit(self, job: Job, after: Any) -> Any:
         handle = self.pool.submit(self.fn, *job.args, None, self.threads)

@@ -3,6 +3,7 @@ and a local Ray cluster; the same records from each, failures reported, kills re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -205,6 +206,32 @@ def test_a_grid_killed_mid_run_resumes_when_launched_again(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
                       killed_at)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds workers in /proc")
+def test_a_worker_stops_when_its_launcher_is_stopped(
+        prepared_data: Path, tmp_path: Path) -> None:
+    """A launcher stopped by a signal (here SIGTERM, to it alone) takes its workers with
+    it: an orphaned worker would train on beside the next launch's run of the same cell."""
+    config = killable_grid(tmp_path, prepared_data, "orphaned")
+    run = tmp_path / "orphaned/plain/rte/full/seed3"
+    launched = launch_and_wait_for_a_checkpoint(config, run)
+    workers = worker_processes(launched.pid)
+    assert len(workers) == 1, workers
+    launched.send_signal(signal.SIGTERM)
+    launched.wait(timeout=60)
+    stat = Path(f"/proc/{workers[0]}/stat")
+    deadline = time.monotonic() + 30
+    try:
+        # gone, or ended and waiting to be reaped ("Z")
+        while stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the worker trained on after its launcher"
+            time.sleep(0.2)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(workers[0], signal.SIGKILL)
+    assert not (run / "result.json").exists()
 
 
 def test_a_slurm_job_at_its_time_limit_is_requeued_with_the_same_call() -> None:
