@@ -74,3 +74,29 @@ def test_the_teacher_tuning_verdict_on_the_results_page_is_what_its_records_give
     quoted = page.split("<!-- select_teacher_schedule -->")[1].split("```")[1]
     assert quoted.removeprefix("text\n").strip() == printed.strip(), \
         "docs/results.md quotes another verdict: python scripts/select_teacher_schedule.py"
+
+
+def test_a_finding_whose_runs_are_not_all_in_has_no_verdict_yet() -> None:
+    """Part of a grid gives no ✓ or ✗: the column says how many runs are in."""
+    cell = summary_script().cell
+    config = {"seeds": [1, 2, 3], "arms": {"plain": None, "smart": None,
+                                           "staged": {"init": "stage:mt", "seeds": [1]}},
+              "stages": {"mt": {"seeds": [7, 8]}},
+              "paper": {"plain": {"rte accuracy": 60.0}, "smart": {"rte accuracy": 65.0},
+                        "staged": {"rte accuracy": 70.0}}}
+
+    def run(arm: str, seed: int, value: float, stage: int | None = None) -> dict:
+        return {"arm": arm, "subset": "full", "seed": seed, "stage_seed": stage,
+                "metrics": {"rte": {"accuracy": value}}}
+
+    plain = [run("plain", s, v) for s, v in ((1, 0.60), (2, 0.61), (3, 0.59))]
+    smart = [run("smart", s, v) for s, v in ((1, 0.64), (2, 0.66))]
+    text, verdict = cell(config, plain + smart, "smart", "plain", "rte accuracy")
+    assert verdict == "untested" and "smart 2 of 3 runs" in text
+    smart.append(run("smart", 3, 0.65))
+    assert cell(config, plain + smart, "smart", "plain", "rte accuracy")[1] == "✓"
+    staged = [run("staged", 1, 0.7, 7)]
+    assert "staged 1 of 2 runs" in cell(config, plain + staged, "staged", "plain",
+                                        "rte accuracy")[0]
+    staged.append(run("staged", 1, 0.71, 8))
+    assert cell(config, plain + staged, "staged", "plain", "rte accuracy")[1] == "✓"
