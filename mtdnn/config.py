@@ -556,17 +556,18 @@ def with_preset(data: dict[str, Any]) -> dict[str, Any]:
 FORMER_TEACHER_SCHEDULE = "paper"
 
 
-def with_former_teacher(smart: Any) -> Any:
-    """SMART keys saved before the teacher schedule had another default than the paper's
-    (a run's config.yaml, a record's training keys), naming the schedule that run had
-    wherever it had a teacher (SMART on, μ > 0 by its keys or their preset). Keys of a run
-    without a teacher are left to take today's default: the schedule did nothing there."""
+def with_former_teacher(keys: dict[str, Any]) -> dict[str, Any]:
+    """Keys saved before the teacher schedule had another default than the paper's (a
+    run's config.yaml, a record's training keys), naming the schedule that run had wherever
+    it had a teacher (SMART on, μ > 0 by its keys or their preset). Keys of a run without
+    a teacher are left to take today's default: the schedule did nothing there."""
+    smart = keys.get("smart")
     if not isinstance(smart, dict) or not smart.get("enabled") or "teacher_schedule" in smart:
-        return smart
+        return keys
     preset = SMART_PRESETS.get(smart.get("preset"), {})
     if not smart.get("bregman_weight", preset.get("bregman_weight", 1.0)):
-        return smart
-    return {**smart, "teacher_schedule": FORMER_TEACHER_SCHEDULE}
+        return keys
+    return {**keys, "smart": {**smart, "teacher_schedule": FORMER_TEACHER_SCHEDULE}}
 
 
 # Values given new names: an old config, or a record of an old run, still reads as the new

@@ -217,9 +217,7 @@ def as_current(saved: dict[str, Any], source: Path) -> dict[str, Any]:
     from mtdnn.config import resolve_config, with_former_teacher
     from mtdnn.schema import to_dict
 
-    if "smart" in saved:
-        saved = {**saved, "smart": with_former_teacher(saved["smart"])}
-    return to_dict(resolve_config(saved, origin=source))
+    return to_dict(resolve_config(with_former_teacher(saved), origin=source))
 
 
 # Keys that may grow when a run is resumed: the run is extended, and its schedule is the

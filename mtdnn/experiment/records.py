@@ -137,7 +137,7 @@ def upgraded(record: Any, path: Path | None = None,
                          f"{RECORD_FORMAT}", file=path,
                          allowed="a newer mtdnn (pip install -U mtdnn), or a record it wrote")
     if version < 3 and record.get("train_keys"):
-        record = {**record, "train_keys": with_former_teacher_keys(record["train_keys"])}
+        record = {**record, "train_keys": with_former_teacher(record["train_keys"])}
     if kind == "stage":
         if "realizations" not in record:  # format 1: the stage's one training
             record = {**record, "realizations": [
@@ -152,14 +152,6 @@ def upgraded(record: Any, path: Path | None = None,
                          allowed="records of python -m mtdnn.experiment; migrate older ones "
                                  "with python scripts/migrate_records.py")
     return {**record, "format": RECORD_FORMAT}
-
-
-def with_former_teacher_keys(keys: dict[str, Any]) -> dict[str, Any]:
-    """The training keys of a record written before format 3, naming the teacher schedule
-    its run had (:func:`mtdnn.config.with_former_teacher`)."""
-    if "smart" not in keys:
-        return keys
-    return {**keys, "smart": with_former_teacher(keys["smart"])}
 
 
 def realizations(record: dict[str, Any]) -> list[dict[str, Any]]:
