@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from mtdnn.experiment.config import ExperimentConfig, load_experiment
+from mtdnn.experiment.grid import run_seeds
 from mtdnn.tables import seeded_values, welch
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,29 +65,18 @@ def column(label: str) -> tuple[str, str, str | None]:
     return (task, "accuracy", rest) if rest[0].isdigit() else (task, rest, None)
 
 
-def planned_runs(config: dict, arm: str) -> int:
-    """How many runs one column of ``arm`` has when its grid is complete: its seeds, times
-    its stage's seeds for an arm fine-tuned from a stage."""
-    spec = config["arms"][arm] or {}
-    spec = {"init": spec} if isinstance(spec, str) else spec
-    init = spec.get("init") or ""
-    stage = (config.get("stages") or {}).get(init.removeprefix("stage:")) \
-        if init.startswith("stage:") else None
-    return len(spec.get("seeds") or config["seeds"]) * (len(stage["seeds"]) if stage else 1)
-
-
-def cell(config: dict, found: list[dict], arm: str, other: str, label: str
+def cell(config: ExperimentConfig, found: list[dict], arm: str, other: str, label: str
          ) -> tuple[str, str]:
     """The paper's difference → ours (with Welch's p), and the verdict for this column; a
     column whose runs are not all in yet is untested (no verdict on part of a grid)."""
-    paper = config["paper"]
+    paper = config.paper
     theirs = paper[arm][label] - paper[other][label]
     task, metric, subset = column(label)
     a = seeded_values(found, arm, task, metric, subset)
     b = seeded_values(found, other, task, metric, subset)
     if not a or not b:
         return f"{label}: {theirs:+.1f} → not run", "untested"
-    runs = {name: (len(values), planned_runs(config, name))
+    runs = {name: (len(values), len(run_seeds(config, name)))
             for name, values in ((arm, a), (other, b))}
     short = [f"{name} {n} of {planned} runs" for name, (n, planned) in runs.items()
              if n < planned]
@@ -105,7 +95,7 @@ def summary() -> str:
              "|---|---|---|"]
     counts = {"✓": 0, "✗": 0, "untested": 0, "no sign": 0}
     for experiment, finding, arm, other, labels, anchor in FINDINGS:
-        config = yaml.safe_load((REPO / "experiments" / f"{experiment}.yaml").read_text())
+        config = load_experiment(REPO / "experiments" / f"{experiment}.yaml", [])
         found = records(experiment)
         cells = [cell(config, found, arm, other, label) for label in labels]
         verdicts = [verdict for _, verdict in cells]

@@ -76,14 +76,21 @@ def test_the_teacher_tuning_verdict_on_the_results_page_is_what_its_records_give
         "docs/results.md quotes another verdict: python scripts/select_teacher_schedule.py"
 
 
-def test_a_finding_whose_runs_are_not_all_in_has_no_verdict_yet() -> None:
+def test_a_finding_whose_runs_are_not_all_in_has_no_verdict_yet(tmp_path: Path) -> None:
     """Part of a grid gives no ✓ or ✗: the column says how many runs are in."""
+    import yaml
+
+    from mtdnn.experiment.config import load_experiment
+
     cell = summary_script().cell
-    config = {"seeds": [1, 2, 3], "arms": {"plain": None, "smart": None,
-                                           "staged": {"init": "stage:mt", "seeds": [1]}},
-              "stages": {"mt": {"seeds": [7, 8]}},
-              "paper": {"plain": {"rte accuracy": 60.0}, "smart": {"rte accuracy": 65.0},
-                        "staged": {"rte accuracy": 70.0}}}
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump({
+        "tasks": ["rte"], "seeds": [1, 2, 3],
+        "arms": {"plain": None, "smart": None, "staged": {"init": "stage:mt", "seeds": [1]}},
+        "stages": {"mt": {"seeds": [7, 8], "train": {"tasks": ["rte"]}}},
+        "paper": {"plain": {"rte accuracy": 60.0}, "smart": {"rte accuracy": 65.0},
+                  "staged": {"rte accuracy": 70.0}}}))
+    config = load_experiment(path, [])
 
     def run(arm: str, seed: int, value: float, stage: int | None = None) -> dict:
         return {"arm": arm, "subset": "full", "seed": seed, "stage_seed": stage,

@@ -91,8 +91,6 @@ def cells(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]])
     experiment has every arm once before any twice."""
     out = []
     for arm, spec in config.arms.items():
-        stage = stage_of(config, arm)
-        stage_seeds = config.stages[stage].seeds if stage else (None,)
         for task in grid_tasks(config):
             if spec.tasks is not None and task not in spec.tasks:
                 continue
@@ -100,8 +98,17 @@ def cells(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]])
                 if not sizes[task][subset]["available"]:
                     continue
                 out += [Cell(arm, task, subset, seed, stage_seed)
-                        for seed in spec.seeds or config.seeds for stage_seed in stage_seeds]
+                        for seed, stage_seed in run_seeds(config, arm)]
     return sorted(out, key=lambda c: (c.seed, c.stage_seed or 0, list(config.arms).index(c.arm)))
+
+
+def run_seeds(config: ExperimentConfig, arm: str) -> list[tuple[int, int | None]]:
+    """The (seed, stage seed) of each run of ``arm`` in one task and subset: its seeds, each
+    from every seed of its stage (stage seed None for an arm that starts from no stage)."""
+    stage = stage_of(config, arm)
+    stage_seeds = config.stages[stage].seeds if stage else (None,)
+    return [(seed, stage_seed) for seed in config.arms[arm].seeds or config.seeds
+            for stage_seed in stage_seeds]
 
 
 def all_sizes(config: ExperimentConfig) -> dict[str, dict[str, dict[str, Any]]]:
