@@ -30,6 +30,10 @@ class RunState:
     # (evaluation and checkpointing excluded), so that a resumed run reports its whole cost.
     train_seconds: float = 0.0
     train_examples: int = 0
+    # Who trained which steps: one entry per start or resume (``from_step``, the code
+    # version, the machine), so that a run resumed under other code or on another machine
+    # says so. A run saved before this was kept starts its list at the step it resumed from.
+    trained_by: list[dict[str, Any]] = field(default_factory=list)
 
 
 class TrainingClock:

@@ -170,6 +170,9 @@ class TrainingRecipe:
             self.state = resume_training(self.resume_from, config, self.total_steps,
                                          self.optimizer, self.scheduler, self.scaler,
                                          self.teacher)
+        self.state.trained_by.append({"from_step": self.state.step,
+                                      "code_version": code_version(),
+                                      "machine": machine_description()})
         self.trackers = (Trackers(config.report_to, self.run_dir, self.state.step,
                                   to_dict(config)) if self.main else None)
         self.stopped_early, self.resumed_from_step = False, self.state.step
@@ -421,7 +424,8 @@ class TrainingRecipe:
                    "train_examples_per_s": round(state.train_examples / max(seconds, 1e-9), 2),
                    "resumed_from_step": self.resumed_from_step,
                    "machine": machine_description(),  # the one that finished the run
-                   "code_version": code_version()}
+                   "code_version": code_version(),
+                   "trained_by": state.trained_by}
         if self.teacher is not None:
             summary["teacher_start_share"] = self.teacher.start_share
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "

@@ -270,6 +270,8 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
         assert run["init_checkpoint"] == str(out / f"stages/mt/seed{seed}/last")
     hf = json.loads((out / "hf/rte/full/seed3/result.json").read_text())
     assert hf["backend"] == "hf_trainer" and hf["steps"] == 2
+    assert hf["trained_by"] == [{"from_step": 0, "code_version": hf["code_version"],
+                                 "machine": hf["machine"]}]
     assert 0 <= hf["metrics"]["rte"]["accuracy"] <= 1
     table = (out / "results.md").read_text()
     assert "| stage mt seed 1 (no fine-tuning) |" in table
@@ -301,6 +303,8 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     run_path = out / "mt/rte/full/seed3-stage1/result.json"
     run = json.loads(run_path.read_text())
     assert run["start_fingerprint"] == stage_prints[1] and run["machine"]["cpu"]
+    assert [seg["from_step"] for seg in run["trained_by"]] == [0]
+    assert run["trained_by"][0]["machine"] == run["machine"]
     assert "| stage mt seed 1 (no fine-tuning; 2 realizations) |" in \
         (out / "results.md").read_text()
     for start, code in (("0" * 64, 0), ("1" * 64, 2)):

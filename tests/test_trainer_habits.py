@@ -32,6 +32,13 @@ def test_a_finished_run_extended_goes_on_under_the_longer_schedule(
         longer = train(resolve_config(None, [*keys, "max_steps=24",
                                           f"resume={tmp_path / 'run'}"]))
     assert longer["steps"] == 24 and longer["resumed_from_step"] == 12
+    # both processes named in the record of who trained which steps
+    from mtdnn.provenance import code_version
+
+    assert [seg["from_step"] for seg in first["trained_by"]] == [0]
+    assert [seg["from_step"] for seg in longer["trained_by"]] == [0, 12]
+    assert all(seg["code_version"] == code_version() and seg["machine"]["torch"]
+               for seg in longer["trained_by"])
     assert "extending the run (max_steps 12 → 24) to 24 steps: from step 13" in caplog.text
     lrs = {e["step"]: e["lr"] for e in read_metrics(tmp_path / "run") if e["kind"] == "train"}
     assert sorted(lrs) == list(range(1, 25))  # step 13 follows step 12, nothing repeated
@@ -199,8 +206,13 @@ def test_a_run_saved_before_a_key_existed_resumes(
         del old["optimizer"]["warmup_steps"]
         del old["tasks"]["rte"]["loss_weight"]
         saved.write_text(yaml.safe_dump(old))
+    state_file = tmp_path / "run" / "last" / "training_state.pt"
+    state = torch.load(state_file, weights_only=False)
+    del state["run"]["trained_by"]  # a loop state saved before it was kept
+    torch.save(state, state_file)
     resumed = train(resolve_config(None, [*keys, "max_steps=4", f"resume={tmp_path / 'run'}"]))
     assert resumed["steps"] == 4 and resumed["resumed_from_step"] == 2
+    assert [seg["from_step"] for seg in resumed["trained_by"]] == [2]  # steps 1-2: unknown
     with pytest.raises(MtdnnError, match="the run to resume has label_smoothing=0.0, this one 0.1"):
         train(resolve_config(None, [*keys, "max_steps=6", "label_smoothing=0.1",
                                     f"resume={tmp_path / 'run'}"]))

@@ -194,6 +194,7 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "train_seconds": summary.get("train_seconds"),
               "resumed_from_step": summary.get("resumed_from_step", 0),
               "machine": summary.get("machine"),
+              "trained_by": summary.get("trained_by"),
               "wall_seconds": round(time.perf_counter() - started, 1)}
     if agreement_applies(config, cell):
         record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])
