@@ -95,13 +95,13 @@ def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
                       max_seq_len=config.max_seq_len, encoder=config.encoder,
                       max_steps=config.max_steps or -1, layers=config.encoder_layers,
                       bf16=precision == "bf16")
-    machine = machine_description()
+    trained = {"from_step": 0, "code_version": code_version(),  # (never resumed here)
+               "machine": machine_description()}
     return {"precision": precision, "steps": result["steps"],
             "last": {"metrics": {task: result["metrics"]}},
             "train_examples_per_s": result["train_examples_per_s"],
-            "machine": machine, "code_version": code_version(),
-            "trained_by": [{"from_step": 0, "code_version": code_version(),
-                            "machine": machine}]}  # (Trainer's runs here are not resumed)
+            "machine": trained["machine"], "code_version": trained["code_version"],
+            "trained_by": [trained]}
 
 
 def main(argv: list[str] | None = None) -> None:

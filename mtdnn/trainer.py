@@ -423,8 +423,9 @@ class TrainingRecipe:
                    "train_seconds": round(seconds, 3),
                    "train_examples_per_s": round(state.train_examples / max(seconds, 1e-9), 2),
                    "resumed_from_step": self.resumed_from_step,
-                   "machine": machine_description(),  # the one that finished the run
-                   "code_version": code_version(),
+                   # the process that finished the run: the last to start or resume it
+                   "machine": state.trained_by[-1]["machine"],
+                   "code_version": state.trained_by[-1]["code_version"],
                    "trained_by": state.trained_by}
         if self.teacher is not None:
             summary["teacher_start_share"] = self.teacher.start_share
