@@ -270,8 +270,8 @@ def resume_training(path: Path, config: TrainConfig, total_steps: int,
     """Continue the run saved in checkpoint ``path``: its loop state, optimizer, scheduler,
     scaler, teacher and RNG. A run resumed with a larger max_steps, epochs or min_steps
     goes on under the longer run's learning-rate schedule from the step it reached."""
+    from mtdnn.config import EXTENDABLE
     from mtdnn.optimization import follow_new_schedule  # (transformers: only for training)
-    from mtdnn.run_dir import EXTENDABLE
 
     saved = saved_run_config(path)
     grown = {key: (saved.get(key), getattr(config, key)) for key in EXTENDABLE

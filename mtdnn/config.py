@@ -13,16 +13,15 @@ import logging
 import math
 import os
 from collections.abc import Iterable
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from mtdnn.errors import MtdnnError, did_you_mean
+from mtdnn.errors import MtdnnError
 from mtdnn.schema import build, load_yaml, to_dict
 from mtdnn.sources import DatasetSource
-from mtdnn.task_def import TaskDef, load_task_defs, task_from_mapping
 
 log = logging.getLogger(__name__)
 
@@ -414,23 +413,6 @@ class TrainConfig:
             math.ceil(batches_per_epoch * self.epochs / self.optimizer.grad_accum_steps),
         )
 
-    def cache_path(self) -> Path:
-        """Where converted sources and tokenized data are cached: ``cache_dir``, else
-        ``$MTDNN_CACHE``, else the user's cache folder (``~/.cache/mtdnn``, as Hugging Face
-        caches under ``~/.cache/huggingface``), whatever folder the command runs from."""
-        if self.cache_dir:
-            return Path(self.cache_dir)
-        return default_cache_dir()
-
-    def task_files(self, task: str) -> tuple[str | DatasetSource, str | DatasetSource | None]:
-        """The train source and the dev source (``None`` if absent) of ``task``."""
-        spec = self.tasks[task]
-        default = Path(self.data_dir) / task
-        train = spec.train or str(default / "train.jsonl")
-        if spec.dev:
-            return train, spec.dev
-        return train, (str(default / "dev.jsonl") if (default / "dev.jsonl").is_file() else None)
-
 
 def default_cache_dir() -> Path:
     """``$MTDNN_CACHE``, else ``$XDG_CACHE_HOME/mtdnn``, else ``~/.cache/mtdnn``."""
@@ -702,27 +684,43 @@ def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def select_tasks(config: TrainConfig) -> dict[str, TaskDef]:
-    """The task definitions of the run's tasks, in config order: from the task definition
-    files, or written inline (``tasks.<name>.definition``)."""
-    known = load_task_defs(config.task_defs)
-    for name, spec in config.tasks.items():
-        if spec.definition is None:
-            continue
-        if name in known:
-            raise MtdnnError(
-                f"task '{name}' is already defined in the task definitions",
-                key=f"tasks.{name}.definition",
-                allowed="a new task name for an inline definition",
-            )
-        known[name] = task_from_mapping(
-            name, spec.definition, None, prefix=f"tasks.{name}.definition"
-        )
-    unknown = [name for name in config.tasks if name not in known]
-    if unknown:
-        raise MtdnnError(
-            f"unknown task '{unknown[0]}'{did_you_mean(unknown[0], list(known))}",
-            key="tasks",
-            allowed=f"tasks defined in {', '.join(config.task_defs)}: {', '.join(known)}",
-        )
-    return {name: known[name] for name in config.tasks}
+# Keys that may grow when a run is resumed: the run is extended, and its schedule is the
+# longer run's from there on (as Hugging Face Trainer does).
+EXTENDABLE = ("max_steps", "epochs", "min_steps")
+# Keys that say how a run is started or shown, not how it trains: a resume may change them
+# (a grid replaces a run folder it made itself with ``overwrite``).
+MAY_DIFFER_ON_RESUME = ("resume", "overwrite", "progress_bar")
+
+
+def check_resumable(saved_yaml: str, config: TrainConfig, source: Path) -> None:
+    """Resuming with other settings would not continue the same run: name what differs
+    from the run's saved config (``source``)."""
+    data = yaml.safe_load(saved_yaml)
+    if data.get("precision") == "auto":  # written before runs recorded the resolved one,
+        data["precision"] = "fp32"       # when auto meant fp32 on a CPU
+    saved = as_current(data, source)
+    differing = sorted(f.name for f in fields(TrainConfig) if f.name not in MAY_DIFFER_ON_RESUME
+                       and getattr(saved, f.name) != getattr(config, f.name)
+                       and not extends(saved, config, f.name))
+    if differing:
+        key = differing[0]
+        raise MtdnnError(f"the run to resume has {key}={to_dict(getattr(saved, key))!r}, "
+                         f"this one {to_dict(getattr(config, key))!r}", file=source, key=key,
+                         allowed="the same config as the run being resumed (only resume, "
+                                 "overwrite and progress_bar may change, and max_steps, "
+                                 "epochs or min_steps may grow to extend it)")
+
+
+def as_current(saved: dict[str, Any], source: Path) -> TrainConfig:
+    """A run config saved by an older version, read as this version reads it: keys added
+    since take their defaults (each keeps the former behaviour: no label smoothing, loss
+    weight 1, ...), renamed values their new names. So a run started before a key existed
+    resumes under a version that has it; a key whose default changed since keeps the value
+    the run had."""
+    return resolve_config(with_former_teacher(saved), origin=source)
+
+
+def extends(saved: TrainConfig, current: TrainConfig, key: str) -> bool:
+    """Whether ``current`` lengthens the saved run in ``key``."""
+    old, new = getattr(saved, key), getattr(current, key)
+    return key in EXTENDABLE and isinstance(new, int) and (old is None or new >= old)

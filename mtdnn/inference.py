@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from mtdnn.data import Collator, TaskSplit, TaskSplits, get_batch
-from mtdnn.metrics import compute_metrics
+from mtdnn.metrics import mean_entropy, split_metrics
 from mtdnn.model import MultiTaskModel
 from mtdnn.precision import autocast_context
 from mtdnn.task_def import TaskDef
@@ -75,22 +75,6 @@ def evaluate_tasks(model: MultiTaskModel, data: dict[str, TaskSplits], batch_siz
         if (value := mean_entropy(predicted)) is not None:
             entropy[task] = value
     return metrics, entropy
-
-
-def split_metrics(split: TaskSplit, predicted: np.ndarray) -> dict[str, float]:
-    """The task's metrics of ``predicted`` (from :func:`predict_split`) on a labelled split."""
-    decided = split.task.task_type.decide(predicted)
-    labels = np.asarray(split.dataset["labels"])
-    return compute_metrics(split.task.metrics, decided, labels)
-
-
-def mean_entropy(predicted: np.ndarray) -> float | None:
-    """Mean entropy (nats) of predicted class distributions ``[n, labels]``; ``None`` for
-    scores. ln(labels) is a uniform guess: near it, the model barely commits."""
-    if predicted.ndim != 2 or len(predicted) == 0:
-        return None
-    probs = np.clip(predicted.astype(np.float64), 1e-12, 1.0)
-    return float(-(probs * np.log(probs)).sum(axis=1).mean())
 
 
 def task_groups(tasks: list[TaskDef], by_name: bool = True

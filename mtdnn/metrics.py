@@ -1,4 +1,5 @@
-"""Dev-set metrics: accuracy, F1, Matthews correlation, Pearson and Spearman.
+"""Dev-set metrics: accuracy, F1, Matthews correlation, Pearson and Spearman; and the mean
+entropy of predicted class distributions (how far the model commits).
 
 Inputs are numpy arrays: class indices for classification (F1's positive class is index
 1, the second label of the task definition), float scores for regression.
@@ -15,7 +16,7 @@ from scipy import stats
 from mtdnn.errors import MtdnnError
 
 if TYPE_CHECKING:
-    from mtdnn.data import TaskSplits
+    from mtdnn.data import TaskSplit, TaskSplits
     from mtdnn.task_def import TaskDef
 
 
@@ -83,3 +84,20 @@ def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], data: dict[st
     task, _, metric = best_metric.partition("/")
     if best_metric != "mean" and (task not in with_dev or metric not in tasks[task].metrics):
         raise MtdnnError(f"no dev metric '{best_metric}'", key="best_metric", allowed=allowed)
+
+
+def split_metrics(split: TaskSplit, predicted: np.ndarray) -> dict[str, float]:
+    """The task's metrics of ``predicted`` (from :func:`mtdnn.inference.predict_split`) on
+    a labelled split."""
+    decided = split.task.task_type.decide(predicted)
+    labels = np.asarray(split.dataset["labels"])
+    return compute_metrics(split.task.metrics, decided, labels)
+
+
+def mean_entropy(predicted: np.ndarray) -> float | None:
+    """Mean entropy (nats) of predicted class distributions ``[n, labels]``; ``None`` for
+    scores. ln(labels) is a uniform guess: near it, the model barely commits."""
+    if predicted.ndim != 2 or len(predicted) == 0:
+        return None
+    probs = np.clip(predicted.astype(np.float64), 1e-12, 1.0)
+    return float(-(probs * np.log(probs)).sum(axis=1).mean())

@@ -10,7 +10,9 @@
     <run>/checkpoints/    step checkpoints kept by keep_last_n
 
 The trainer writes these files; everyone else (the experiment runner, inference, the
-interrupt message) asks :class:`RunDir` for them.
+interrupt message) asks :class:`RunDir` for them. A run checks its folder before it builds
+anything (:func:`plan_run_dir`) and creates it once everything else has been checked
+(:meth:`PlannedRun.start`), so a failed start leaves no folder that looks like a run.
 """
 
 from __future__ import annotations
@@ -79,10 +81,7 @@ class RunDir:
 
     def last_step(self) -> int | None:
         """The step the ``last`` checkpoint holds, or None before the first one."""
-        info = self.last / "checkpoint.json"
-        if not info.is_file():
-            return None
-        return int(json.loads(info.read_text(encoding="utf-8"))["step"])
+        return checkpoint_step(self.last)
 
     def interrupted(self) -> Interrupted:
         """Ctrl-C: what the run's ``last`` checkpoint holds (saved whole or not at all)
@@ -135,97 +134,84 @@ class RunDir:
         return found
 
 
-def check_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
+def checkpoint_step(checkpoint: Path) -> int | None:
+    """The step a checkpoint folder holds (its ``checkpoint.json``), or None without one."""
+    info = checkpoint / "checkpoint.json"
+    if not info.is_file():
+        return None
+    return int(json.loads(info.read_text(encoding="utf-8"))["step"])
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run folder checked to take a run, not written yet, and the resolved config as the
+    run records it (``config.yaml``, the head of ``train.log``, each checkpoint's copy, the
+    trackers' hyperparameters)."""
+
+    run: RunDir
+    settings: dict[str, Any]
+    config_yaml: str
+    resume_from: Path | None
+    overwrite: bool
+
+    def start(self) -> RunDir:
+        """Create the run folder (replacing an old run only under ``overwrite``), record
+        the config in it and, when resuming, drop the ``metrics.jsonl`` lines a killed run
+        wrote after its checkpoint. Called once everything the run needs has been checked."""
+        # Checked again: another process may have started a run in this folder while this
+        # one loaded its model and data.
+        check_free(self.run.path, self.resume_from, self.overwrite)
+        if self.resume_from is None and self.overwrite:
+            for name in RUN_FILES:
+                path = self.run.path / name
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        try:
+            self.run.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise write_error(self.run.path, error) from None
+        for leftover in self.run.path.glob(".*.tmp"):  # a save that a kill interrupted
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink()
+        if self.resume_from is not None:
+            self.run.truncate_metrics(checkpoint_step(self.resume_from) or 0)
+        atomic_write_text(self.run.config, self.config_yaml)
+        return self.run
+
+
+def plan_run_dir(config: TrainConfig, resume_from: Path | None) -> PlannedRun:
     """Check, writing nothing, that the run folder can take this run.
 
     A folder that already holds a run is continued only with ``resume`` and replaced only
     with ``overwrite=true``; otherwise it is an error, so no result is lost by accident.
-    ``overwrite`` never deletes the checkpoint the run starts from.
+    ``overwrite`` never deletes the checkpoint the run starts from. A resumed run must have
+    the config of the run it continues (:func:`mtdnn.config.check_resumable`).
     """
-    from mtdnn.schema import to_dict
-
-    run_dir = Path(config.output_dir)
-    check_output_folder(run_dir, "output_dir", allowed="a folder path (new or holding a run)")
-    if resume_from is not None:
-        check_same_config(read_text(RunDir(resume_from).config), to_dict(config),
-                          resume_from)
-    elif RunDir(run_dir).holds_run():
-        if not config.overwrite:
-            raise MtdnnError("the output folder already holds a run", file=run_dir,
-                             key="output_dir", allowed="another output_dir, resume=<run> to "
-                             "continue it, or overwrite=true to replace it")
-        init = config.init_checkpoint
-        if init and Path(init).resolve().is_relative_to(run_dir.resolve()):
-            raise MtdnnError("overwrite=true would delete init_checkpoint, which is inside "
-                             "the output folder", file=init, key="init_checkpoint",
-                             allowed="an output_dir that does not hold the start checkpoint")
-    return run_dir
-
-
-def start_run_dir(config: TrainConfig, resume_from: Path | None) -> Path:
-    """Create the run folder (replacing an old run only under ``overwrite``) and record the
-    resolved config in it. Called once everything the run needs has been checked."""
-    # Checked again: another process may have started a run in this folder while this one
-    # loaded its model and data.
-    run_dir = check_run_dir(config, resume_from)
-    if resume_from is None and config.overwrite:
-        for name in RUN_FILES:
-            path = run_dir / name
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise write_error(run_dir, error) from None
-    for leftover in run_dir.glob(".*.tmp"):  # a save that a kill interrupted
-        shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink()
-    from mtdnn.config import config_to_yaml
-
-    atomic_write_text(RunDir(run_dir).config, config_to_yaml(config))
-    return run_dir
-
-
-def check_same_config(saved_yaml: str, current: dict[str, Any], path: Path,
-                      may_differ: tuple[str, ...] = ("resume", "overwrite", "progress_bar")
-                      ) -> None:
-    """Resuming with other settings would not continue the same run: name what differs.
-    ``overwrite`` says how a run started (a grid replaces a run folder it made itself),
-    not how it trains, so a resume need not repeat it."""
     import yaml
 
-    saved = yaml.safe_load(saved_yaml)
-    if saved.get("precision") == "auto":  # written before runs recorded the resolved one,
-        saved["precision"] = "fp32"       # when auto meant fp32 on a CPU
-    saved = as_current(saved, RunDir(path).config)
-    differing = sorted(k for k in set(saved) | set(current)
-                       if k not in may_differ and saved.get(k) != current.get(k)
-                       and not extends(saved, current, k))
-    if differing:
-        key = differing[0]
-        raise MtdnnError(f"the run to resume has {key}={saved.get(key)!r}, this one "
-                         f"{current.get(key)!r}", file=RunDir(path).config, key=key,
-                         allowed="the same config as the run being resumed (only resume, "
-                                 "overwrite and progress_bar may change, and max_steps, "
-                                 "epochs or min_steps may grow to extend it)")
+    from mtdnn.config import check_resumable, config_to_yaml
+
+    run_dir = Path(config.output_dir)
+    check_free(run_dir, resume_from, config.overwrite)
+    init = config.init_checkpoint
+    if (resume_from is None and config.overwrite and init and RunDir(run_dir).holds_run()
+            and Path(init).resolve().is_relative_to(run_dir.resolve())):
+        raise MtdnnError("overwrite=true would delete init_checkpoint, which is inside "
+                         "the output folder", file=init, key="init_checkpoint",
+                         allowed="an output_dir that does not hold the start checkpoint")
+    check_output_folder(run_dir, "output_dir", allowed="a folder path (new or holding a run)")
+    if resume_from is not None:
+        saved = RunDir(resume_from).config
+        check_resumable(read_text(saved), config, saved)
+    config_yaml = config_to_yaml(config)
+    return PlannedRun(RunDir(run_dir), yaml.safe_load(config_yaml), config_yaml, resume_from,
+                      config.overwrite)
 
 
-def as_current(saved: dict[str, Any], source: Path) -> dict[str, Any]:
-    """A run config saved by an older version, read as this version reads it: keys added
-    since take their defaults (each keeps the former behaviour: no label smoothing, loss
-    weight 1, ...), renamed values their new names. So a run started before a key existed
-    resumes under a version that has it; a key whose default changed since keeps the value
-    the run had."""
-    from mtdnn.config import resolve_config, with_former_teacher
-    from mtdnn.schema import to_dict
-
-    return to_dict(resolve_config(with_former_teacher(saved), origin=source))
-
-
-# Keys that may grow when a run is resumed: the run is extended, and its schedule is the
-# longer run's from there on (as Hugging Face Trainer does).
-EXTENDABLE = ("max_steps", "epochs", "min_steps")
-
-
-def extends(saved: dict[str, Any], current: dict[str, Any], key: str) -> bool:
-    """Whether ``current`` lengthens the saved run in ``key``."""
-    old, new = saved.get(key), current.get(key)
-    return key in EXTENDABLE and isinstance(new, int) and (old is None or new >= old)
+def check_free(run_dir: Path, resume_from: Path | None, overwrite: bool) -> None:
+    """A folder holding a run takes a new one only with ``overwrite=true``."""
+    if resume_from is None and not overwrite and RunDir(run_dir).holds_run():
+        raise MtdnnError("the output folder already holds a run", file=run_dir,
+                         key="output_dir", allowed="another output_dir, resume=<run> to "
+                         "continue it, or overwrite=true to replace it")

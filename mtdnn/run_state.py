@@ -4,10 +4,7 @@ restores it on resume, so that a resumed loop goes on where it stopped."""
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,27 +31,3 @@ class RunState:
     # version, the machine), so that a run resumed under other code or on another machine
     # says so. A run saved before this was kept starts its list at the step it resumed from.
     trained_by: list[dict[str, Any]] = field(default_factory=list)
-
-
-class TrainingClock:
-    """This process's training time and examples since the run (re)started, evaluation and
-    checkpointing excluded; :meth:`count` brings the state's totals up to now, so that a
-    resumed run reports its whole cost."""
-
-    def __init__(self, state: RunState) -> None:
-        self.started, self.outside, self.examples = time.perf_counter(), 0.0, 0
-        self.seconds_before, self.examples_before = state.train_seconds, state.train_examples
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """Time spent inside does not count as training."""
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.outside += time.perf_counter() - started
-
-    def count(self, state: RunState) -> None:
-        state.train_seconds = (self.seconds_before + time.perf_counter() - self.started
-                               - self.outside)
-        state.train_examples = self.examples_before + self.examples

@@ -50,10 +50,10 @@ class Probed:
 def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = None) -> Probed:
     """``checkpoint``'s model (or the encoder with a fresh head) and the task's train data."""
     from mtdnn.checkpoint import build_model
-    from mtdnn.config import select_tasks
     from mtdnn.data import load_task_data
     from mtdnn.distributed import choose_device
     from mtdnn.randomness import seed_everything
+    from mtdnn.task_def import select_tasks
 
     if checkpoint is not None:
         config = dataclasses.replace(config, init_checkpoint=str(checkpoint))

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import importlib.resources
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from mtdnn.errors import MtdnnError
+from mtdnn.errors import MtdnnError, did_you_mean
 from mtdnn.schema import build, load_yaml
 from mtdnn.task_types import METRICS, TASK_TYPES, TaskType
 
@@ -167,3 +167,37 @@ def load_task_defs(paths: Iterable[str | Path] | str | Path = DEFAULT_TASK_DEFS_
                                  file=file, key=name, allowed="each task name once")
             tasks[name], origin[name] = task, file
     return tasks
+
+
+class RunTasks(Protocol):
+    """What :func:`select_tasks` reads of a run config (a :class:`mtdnn.config.TrainConfig`):
+    its task definition files, and its tasks, each with an optional inline ``definition``."""
+
+    task_defs: tuple[str, ...]
+    tasks: Mapping[str, Any]
+
+
+def select_tasks(config: RunTasks) -> dict[str, TaskDef]:
+    """The task definitions of the run's tasks, in config order: from the task definition
+    files, or written inline (``tasks.<name>.definition``)."""
+    known = load_task_defs(config.task_defs)
+    for name, spec in config.tasks.items():
+        if spec.definition is None:
+            continue
+        if name in known:
+            raise MtdnnError(
+                f"task '{name}' is already defined in the task definitions",
+                key=f"tasks.{name}.definition",
+                allowed="a new task name for an inline definition",
+            )
+        known[name] = task_from_mapping(
+            name, spec.definition, None, prefix=f"tasks.{name}.definition"
+        )
+    unknown = [name for name in config.tasks if name not in known]
+    if unknown:
+        raise MtdnnError(
+            f"unknown task '{unknown[0]}'{did_you_mean(unknown[0], list(known))}",
+            key="tasks",
+            allowed=f"tasks defined in {', '.join(config.task_defs)}: {', '.join(known)}",
+        )
+    return {name: known[name] for name in config.tasks}

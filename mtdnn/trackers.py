@@ -27,9 +27,9 @@ def check_trackers(names: tuple[str, ...]) -> None:
 
 class Trackers:
     """``record(entry)``: a line of ``metrics.jsonl``; ``add_scalar(tag, value, step)``: to
-    every tracker the run asked for. A run resumed at ``first_step`` drops what a killed
-    run logged after it (``metrics.jsonl``'s tail, tensorboard's later events), so that its
-    log reads as if it had never stopped."""
+    every tracker the run asked for. A run resumed at ``first_step`` drops tensorboard's
+    events a killed run logged after it (the run folder drops ``metrics.jsonl``'s tail), so
+    that its log reads as if it had never stopped."""
 
     def __init__(self, names: tuple[str, ...], run_dir: Path, first_step: int,
                  config: dict[str, Any]) -> None:
@@ -53,7 +53,6 @@ class Trackers:
             mlflow.start_run(run_name=run_dir.name)
             mlflow.log_params({k: str(v)[:250] for k, v in config.items()})
             self.sinks.append(_MlflowSink(mlflow))
-        RunDir(run_dir).truncate_metrics(first_step)
         self.metrics = open(RunDir(run_dir).metrics, "a", encoding="utf-8")
 
     def record(self, entry: dict[str, Any]) -> None:

@@ -14,6 +14,8 @@ import dataclasses
 import json
 import logging
 import math
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from mtdnn.checkpoint import (
     save_last,
     training_state,
 )
-from mtdnn.config import TrainConfig, config_to_yaml, select_tasks
+from mtdnn.config import TrainConfig
 from mtdnn.data import get_batch, load_task_data
 from mtdnn.distributed import Distributed, shutdown, start_distributed
 from mtdnn.errors import MtdnnError
@@ -43,10 +45,10 @@ from mtdnn.optimization import build_optimizer, build_scheduler
 from mtdnn.precision import AMP_DTYPES, autocast_context, resolve_precision
 from mtdnn.provenance import code_version, machine_description
 from mtdnn.randomness import seed_everything
-from mtdnn.run_dir import RunDir, check_run_dir, start_run_dir
-from mtdnn.run_state import RunState, TrainingClock
+from mtdnn.run_dir import PlannedRun, RunDir, plan_run_dir
+from mtdnn.run_state import RunState
 from mtdnn.sampling import Step, training_sampler
-from mtdnn.schema import to_dict
+from mtdnn.task_def import select_tasks
 from mtdnn.trackers import Trackers, check_trackers
 
 log = logging.getLogger(__name__)
@@ -84,21 +86,46 @@ def train(config: TrainConfig) -> dict[str, Any]:
             shutdown(recipe.distributed)
 
 
-def attach_run_log(run_dir: Path, config: TrainConfig) -> logging.Handler:
+def attach_run_log(planned: PlannedRun, config: TrainConfig) -> logging.Handler:
     """Everything the run logs, also in ``<run>/train.log`` (appended to when resumed),
     which opens with the full resolved config; the screen gets a one-line summary."""
-    handler = logging.FileHandler(RunDir(run_dir).log, encoding="utf-8")
+    run_dir = planned.run.path
+    handler = logging.FileHandler(planned.run.log, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
                                            datefmt="%Y-%m-%d %H:%M:%S"))
-    handler.stream.write(f"resolved config:\n{config_to_yaml(config)}\n")
+    handler.stream.write(f"resolved config:\n{planned.config_yaml}\n")
     logging.getLogger().addHandler(handler)
     smart = (f"SMART ε {config.smart.epsilon:g}, λ_s {config.smart.adv_weight:g}, μ "
              f"{config.smart.bregman_weight:g}, teacher {config.smart.teacher_schedule}"
              if config.smart.enabled else "no SMART")
     log.info("run %s: tasks %s; encoder %s; seed %d; %s; full config and log in %s",
              run_dir, ", ".join(config.tasks), config.encoder, config.seed, smart,
-             RunDir(run_dir).log)
+             planned.run.log)
     return handler
+
+
+class TrainingClock:
+    """This process's training time and examples since the run (re)started, evaluation and
+    checkpointing excluded; :meth:`count` brings the state's totals up to now, so that a
+    resumed run reports its whole cost."""
+
+    def __init__(self, state: RunState) -> None:
+        self.started, self.outside, self.examples = time.perf_counter(), 0.0, 0
+        self.seconds_before, self.examples_before = state.train_seconds, state.train_examples
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time spent inside does not count as training."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.outside += time.perf_counter() - started
+
+    def count(self, state: RunState) -> None:
+        state.train_seconds = (self.seconds_before + time.perf_counter() - self.started
+                               - self.outside)
+        state.train_examples = self.examples_before + self.examples
 
 
 class TrainingRecipe:
@@ -137,7 +164,7 @@ class TrainingRecipe:
         self.config = config = dataclasses.replace(config, precision=precision)
         self.amp_dtype = AMP_DTYPES[precision]
         log.info("device %s, precision %s", self.device, precision)
-        check_run_dir(config, self.resume_from)
+        self.planned = plan_run_dir(config, self.resume_from)
         check_trackers(config.report_to)
         seed_everything(config.seed)
         self.tasks = select_tasks(config)
@@ -163,9 +190,8 @@ class TrainingRecipe:
         hand_summed = any(self.adv_weights.values()) or config.pcgrad
         self.ddp = (self.distributed.wrap(self.model)
                     if self.distributed.enabled and not hand_summed else None)
-        self.run_dir = (start_run_dir(config, self.resume_from) if self.main
-                        else Path(config.output_dir))
-        self.run_log = attach_run_log(self.run_dir, config) if self.main else None
+        self.run_dir = self.planned.start().path if self.main else Path(config.output_dir)
+        self.run_log = attach_run_log(self.planned, config) if self.main else None
         if self.resume_from is not None:
             self.state = resume_training(self.resume_from, config, self.total_steps,
                                          self.optimizer, self.scheduler, self.scaler,
@@ -174,7 +200,7 @@ class TrainingRecipe:
                                       "code_version": code_version(),
                                       "machine": machine_description()})
         self.trackers = (Trackers(config.report_to, self.run_dir, self.state.step,
-                                  to_dict(config)) if self.main else None)
+                                  self.planned.settings) if self.main else None)
         self.stopped_early, self.resumed_from_step = False, self.state.step
         self.clock = TrainingClock(self.state)
         if config.compile:
@@ -402,7 +428,7 @@ class TrainingRecipe:
             log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
                      " (best)" if is_best else "")
             info.update(metrics=metrics, score=score)
-        save_last(RunDir(self.run_dir), self.model, self.tokenizer, config_to_yaml(config),
+        save_last(RunDir(self.run_dir), self.model, self.tokenizer, self.planned.config_yaml,
                   info, training_state(state, self.optimizer, self.scheduler, self.scaler),
                   self.teacher, is_best=is_best,
                   keep_last_n=config.keep_last_n if evaluate else None)

@@ -11,10 +11,10 @@ from mtdnn.config import (
     SMART_PRESETS,
     config_to_yaml,
     resolve_config,
-    select_tasks,
 )
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment import load_experiment
+from mtdnn.task_def import select_tasks
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "experiments").glob("*.yaml")),
@@ -89,7 +89,7 @@ def test_the_teacher_lag_fits_the_run_by_default_and_the_paper_preset_keeps_the_
     `preset: paper` is the paper as written, its β too, unless the schedule is named. A run
     config saved before the default changed (no teacher_schedule) reads as the paper's where
     it had a teacher, and as today's where it had none."""
-    from mtdnn.run_dir import as_current
+    from mtdnn.config import as_current
     from mtdnn.schema import to_dict
 
     def schedule(*keys: str) -> str:
@@ -104,7 +104,7 @@ def test_the_teacher_lag_fits_the_run_by_default_and_the_paper_preset_keeps_the_
                          (["smart.enabled=false"], "scaled")):
         saved = to_dict(resolve_config(None, ["tasks=[rte]", "smart.enabled=true", *keys]))
         del saved["smart"]["teacher_schedule"]
-        assert as_current(saved, tmp_path / "config.yaml")["smart"]["teacher_schedule"] == former
+        assert as_current(saved, tmp_path / "config.yaml").smart.teacher_schedule == former
 
 
 def test_the_help_of_best_metric_shows_a_value_the_run_accepts() -> None:

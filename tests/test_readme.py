@@ -48,7 +48,7 @@ def test_every_yaml_example_loads(text: str, tmp_path: Path) -> None:
         path.write_text(text)
         assert load_task_file(path)
     else:
-        from mtdnn.config import select_tasks
+        from mtdnn.task_def import select_tasks
 
         config = resolve_config(data, origin="README")
         assert select_tasks(config)  # inline definitions included
