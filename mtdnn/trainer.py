@@ -254,7 +254,9 @@ class TrainingRecipe:
 
     def backward(self, refs: Step) -> list[tuple[str, torch.Tensor]]:
         """Every minibatch of one step: loss, backward (with PCGrad when the step holds
-        several tasks). Returns each minibatch's task and task loss (on the device)."""
+        several tasks), and at an update's last minibatch the gradients summed across ranks
+        where DDP does not sum them. Returns each minibatch's task and task loss (on the
+        device)."""
         surgery = self.config.pcgrad and len(refs) > 1
         losses, task_grads, touched = [], [], None
         for ref in refs:
@@ -268,6 +270,9 @@ class TrainingRecipe:
             for ref, rate in zip(refs, conflict_rates(task_grads), strict=True):
                 self.state.running[f"{ref.task}/pcgrad_conflicts"].append(rate)
             put_gradients(self.model, pcgrad(task_grads, self.surgery_rng), touched)
+        elif self.ddp is None and (self.state.micro + 1) % self.accum == 0:
+            # what DDP's backward hooks do (PCGrad summed each task's gradient above)
+            self.distributed.sum_gradients(self.model)
         return losses
 
     def loss_backward(self, ref) -> tuple[str, torch.Tensor]:
@@ -302,11 +307,9 @@ class TrainingRecipe:
         return ref.task, task_loss
 
     def optimizer_step(self, losses: list[tuple[str, torch.Tensor]]) -> bool:
-        """Reduce across ranks, clip, step, schedule, update the teacher. ``False`` when
-        the gradient was not finite and the update was dropped."""
+        """Clip, step, schedule, update the teacher. ``False`` when the gradient was not
+        finite and the update was dropped."""
         config, state = self.config, self.state
-        if self.ddp is None and not (config.pcgrad and len(losses) > 1):
-            self.distributed.sum_gradients(self.model)  # (PCGrad reduced per task already)
         self.scaler.unscale_(self.optimizer)
         self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                         config.optimizer.max_grad_norm)
