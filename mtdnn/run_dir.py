@@ -149,10 +149,16 @@ class PlannedRun:
     trackers' hyperparameters)."""
 
     run: RunDir
-    settings: dict[str, Any]
     config_yaml: str
     resume_from: Path | None
     overwrite: bool
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The resolved config as a mapping, read back from the text the run records."""
+        import yaml
+
+        return yaml.safe_load(self.config_yaml)
 
     def start(self) -> RunDir:
         """Create the run folder (replacing an old run only under ``overwrite``), record
@@ -188,8 +194,6 @@ def plan_run_dir(config: TrainConfig, resume_from: Path | None) -> PlannedRun:
     ``overwrite`` never deletes the checkpoint the run starts from. A resumed run must have
     the config of the run it continues (:func:`mtdnn.config.check_resumable`).
     """
-    import yaml
-
     from mtdnn.config import check_resumable, config_to_yaml
 
     run_dir = Path(config.output_dir)
@@ -204,9 +208,7 @@ def plan_run_dir(config: TrainConfig, resume_from: Path | None) -> PlannedRun:
     if resume_from is not None:
         saved = RunDir(resume_from).config
         check_resumable(read_text(saved), config, saved)
-    config_yaml = config_to_yaml(config)
-    return PlannedRun(RunDir(run_dir), yaml.safe_load(config_yaml), config_yaml, resume_from,
-                      config.overwrite)
+    return PlannedRun(RunDir(run_dir), config_to_yaml(config), resume_from, config.overwrite)
 
 
 def check_free(run_dir: Path, resume_from: Path | None, overwrite: bool) -> None:
