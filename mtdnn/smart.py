@@ -219,6 +219,16 @@ def teacher_beta(update: int, total_updates: int, early: float = 0.99, late: flo
     raise ValueError(f"unknown teacher schedule {schedule!r}; one of {TEACHER_SCHEDULES}")
 
 
+def teacher_start_share(updates: int, total_updates: int, early: float = 0.99,
+                        late: float = 0.999, early_fraction: float = 0.1,
+                        schedule: str = "paper",
+                        lag_fraction: float = PAPER_LAG_FRACTION) -> float:
+    """∏ β_t over the first ``updates`` teacher updates: the share of the start weights (and
+    of the untrained heads) still in the teacher. A function of the schedule alone."""
+    return math.prod(teacher_beta(t, total_updates, early, late, early_fraction, schedule,
+                                  lag_fraction) for t in range(1, updates + 1))
+
+
 def scaled_beta(total_updates: int, lag_fraction: float = PAPER_LAG_FRACTION) -> float:
     """The β whose lag 1/(1 - β) is ``lag_fraction`` of ``total_updates`` (at least one
     update: β = 0, the teacher is the student)."""
@@ -281,4 +291,6 @@ class MeanTeacher:
         self.model.load_state_dict(state["model"])
         self.updates = int(state["updates"])
         # a function of the schedule alone, so resumed runs need not have saved it
-        self.start_share = math.prod(self.beta(t) for t in range(1, self.updates + 1))
+        self.start_share = teacher_start_share(
+            self.updates, self.total_updates, self.early, self.late, self.early_fraction,
+            self.schedule, self.lag_fraction)

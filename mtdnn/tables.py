@@ -239,6 +239,7 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
         ["teacher's start share at the end", "dev entropy (nats)"] if extra else [])
     lines = ["", "Logged SMART terms (median over runs of each run's median):", "",
              *table_head(["task", *heads], first="arm")]
+    marked = False
     for arm in arms:
         for task in dict.fromkeys(r["task"] for r in logged if r["arm"] == arm):
             mine = [r for r in logged if r["arm"] == arm and r["task"] == task]
@@ -248,12 +249,52 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
             if extra:
                 shares = [r["teacher_start_share"] for r in mine
                           if r.get("teacher_start_share") is not None]
+                computed = [] if shares else [
+                    share for r in mine for share in [schedule_start_share(r)]
+                    if share is not None]
                 entropies = [r["dev_entropy"][task] for r in mine
                              if task in (r.get("dev_entropy") or {})]
-                cells += [f"{np.median(shares):.2g}" if shares else "—",
+                cells += [f"{np.median(shares):.2g}" if shares else
+                          f"{np.median(computed):.2g}*" if computed else "—",
                           f"{np.median(entropies):.3f}" if entropies else "—"]
+                marked = marked or bool(computed)
             lines.append(f"| {arm} | {task} | " + " | ".join(cells) + " |")
+    if marked:
+        lines += ["", "*: records from before the share was logged: computed from the arm's "
+                      "teacher schedule and the run's steps."]
     return "\n".join(lines) + "\n" + smart_settings_table(arms, records)
+
+
+def resolved_smart(record: Record) -> dict[str, Any] | None:
+    """A SMART record's settings, every key after the preset; for a record from before
+    records kept them, its keys resolved as this version resolves them (the presets have
+    kept their values since those runs). ``None`` for a run without SMART."""
+    if record.get("smart_settings"):
+        return record["smart_settings"]
+    smart = (record.get("train_keys") or {}).get("smart")
+    if not (isinstance(smart, dict) and smart.get("enabled")):
+        return None
+    from mtdnn.config import resolve_config
+    from mtdnn.schema import to_dict
+
+    return to_dict(resolve_config({"smart": smart}, tasks_later=True).smart)
+
+
+def schedule_start_share(record: Record) -> float | None:
+    """The teacher's share of the start weights at the run's end, from its schedule and its
+    steps (the run's only update count a record from before the logged share keeps);
+    ``None`` for a run without a teacher."""
+    from mtdnn.smart import teacher_start_share
+
+    settings = resolved_smart(record)
+    if not settings or not settings.get("bregman_weight") or not record.get("steps"):
+        return None
+    every = settings["teacher_update_every"]
+    updates = record["steps"] // every
+    return teacher_start_share(updates, updates, settings["teacher_beta_early"],
+                               settings["teacher_beta_late"],
+                               settings["teacher_early_fraction"],
+                               settings["teacher_schedule"], settings["teacher_lag_fraction"])
 
 
 SETTINGS = (("epsilon", "ε"), ("adv_weight", "λ_s"), ("bregman_weight", "μ"),
@@ -267,15 +308,9 @@ def smart_settings_table(arms: list[str], records: list[Record]) -> str:
     predate resolved settings (marked *) shows its keys resolved as this version resolves
     them (the presets have kept their values since those runs). The teacher's cells are
     empty where μ = 0 (no teacher), the lag's where the schedule is not ``scaled``."""
-    from mtdnn.config import resolve_config
-    from mtdnn.schema import to_dict
-
     found = {r["arm"]: r["smart_settings"] for r in records if r.get("smart_settings")}
-    keys = {r["arm"]: smart for r in records if r["arm"] not in found
-            for smart in [(r.get("train_keys") or {}).get("smart")]
-            if isinstance(smart, dict) and smart.get("enabled")}
-    named = {arm: to_dict(resolve_config({"smart": smart}, tasks_later=True).smart)
-             for arm, smart in keys.items()}
+    named = {r["arm"]: settings for r in records if r["arm"] not in found
+             for settings in [resolved_smart(r)] if settings}
     if not found and not named:
         return ""
 

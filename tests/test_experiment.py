@@ -715,6 +715,36 @@ def test_records_before_format_3_name_the_teacher_schedule_their_runs_had(
     assert read(calibrated, version=3) == calibrated
 
 
+def test_an_older_records_teacher_share_is_computed_from_its_schedule_and_steps(
+        tmp_path: Path) -> None:
+    """Records from before the teacher's share was logged show it computed from their
+    schedule (the paper's, by format 3's reading) and steps, marked as computed; a logged
+    share is shown as logged; a run without a teacher has none."""
+    from mtdnn.experiment.records import read_record
+    from mtdnn.tables import schedule_start_share, smart_terms_table
+
+    def record(name: str, smart: dict, **extra) -> dict:
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({
+            "arm": name, "task": "rte", "subset": "full", "seed": 13, "steps": 310,
+            "metrics": {"rte": {"accuracy": 0.5}}, "train_keys": {"smart": smart},
+            "smart_terms": {"bregman_ratio": {"median": 0.02, "max": 0.1}}, "format": 2,
+            **extra}))
+        return read_record(path)
+
+    old = record("old", {"enabled": True, "preset": "calibrated"})
+    assert schedule_start_share(old) == pytest.approx(0.99 ** 31 * 0.999 ** 279)
+    no_teacher = record("no-teacher", {"enabled": True, "bregman_weight": 0})
+    assert schedule_start_share(no_teacher) is None
+    new = record("new", {"enabled": True}, format=3, teacher_start_share=0.0,
+                 dev_entropy={"rte": 0.5})
+    rows = {line.split(" | ")[0]: line for line in smart_terms_table(
+        ["old", "no-teacher", "new"], [old, no_teacher, new]).splitlines()}
+    assert rows["| old"].split(" | ")[-2] == "0.55*"
+    assert rows["| new"].split(" | ")[-2] == "0"
+    assert rows["| no-teacher"].split(" | ")[-2] == "—"
+
+
 def test_a_grid_run_logs_lines_not_a_progress_bar(tmp_path: Path) -> None:
     """Jobs of a grid run at once: each logs a line every tenth of its steps instead of a
     bar, whatever the training keys say (a cosmetic key: records are unaffected)."""

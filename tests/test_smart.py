@@ -18,6 +18,7 @@ from mtdnn.smart import (
     squared_error,
     symmetric_kl,
     teacher_beta,
+    teacher_start_share,
     without_parameter_grads,
 )
 from mtdnn.task_def import load_task_defs
@@ -252,6 +253,9 @@ def test_paper_schedule_keeps_the_start_share_the_issue_measured() -> None:
         assert teacher.start_share == pytest.approx(0.99 ** int(0.1 * total)
                                                     * 0.999 ** (total - int(0.1 * total)))
         assert teacher.start_share == pytest.approx(share, abs=0.01)
+        # the same product without a model: what the tables compute for older records
+        assert teacher_start_share(total, total) == pytest.approx(teacher.start_share)
+    assert teacher_start_share(10, 100, schedule="scaled") == 0.0
 
 
 @pytest.mark.parametrize("total", [100, 2000])
