@@ -247,17 +247,11 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
             cells = [f"{np.median([t[n]['median'] for t in terms if n in t]):.2g}"
                      if any(n in t for t in terms) else "—" for n, _ in names]
             if extra:
-                shares = [r["teacher_start_share"] for r in mine
-                          if r.get("teacher_start_share") is not None]
-                computed = [] if shares else [
-                    share for r in mine for share in [schedule_start_share(r)]
-                    if share is not None]
+                share = start_share_cell(mine)
                 entropies = [r["dev_entropy"][task] for r in mine
                              if task in (r.get("dev_entropy") or {})]
-                cells += [f"{np.median(shares):.2g}" if shares else
-                          f"{np.median(computed):.2g}*" if computed else "—",
-                          f"{np.median(entropies):.3f}" if entropies else "—"]
-                marked = marked or bool(computed)
+                cells += [share, f"{np.median(entropies):.3f}" if entropies else "—"]
+                marked = marked or share.endswith("*")
             lines.append(f"| {arm} | {task} | " + " | ".join(cells) + " |")
     if marked:
         lines += ["", "*: records from before the share was logged: computed from the arm's "
@@ -278,6 +272,19 @@ def resolved_smart(record: Record) -> dict[str, Any] | None:
     from mtdnn.schema import to_dict
 
     return to_dict(resolve_config({"smart": smart}, tasks_later=True).smart)
+
+
+def start_share_cell(records: list[Record]) -> str:
+    """The median over ``records`` of the teacher's logged share of the start weights at the
+    end; where none was logged, computed from the schedule and marked * ; "—" without a
+    teacher."""
+    logged = [r["teacher_start_share"] for r in records
+              if r.get("teacher_start_share") is not None]
+    if logged:
+        return f"{np.median(logged):.2g}"
+    computed = [share for r in records for share in [schedule_start_share(r)]
+                if share is not None]
+    return f"{np.median(computed):.2g}*" if computed else "—"
 
 
 def schedule_start_share(record: Record) -> float | None:
