@@ -35,7 +35,7 @@ from mtdnn._version import __version__
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, sha256_of
 from mtdnn.randomness import rng_state, set_rng_state
-from mtdnn.run_dir import RunDir
+from mtdnn.run_dir import CONFIG_FILE, INFO_FILE, STEPS_DIR, RunDir
 from mtdnn.run_state import RunState
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
@@ -49,11 +49,8 @@ log = logging.getLogger(__name__)
 ENCODER_DIR = "encoder"
 HEADS_FILE = "heads.safetensors"
 TASK_DEFS_FILE = "task_defs.yaml"
-INFO_FILE = "checkpoint.json"
 STATE_FILE = "training_state.pt"
 TEACHER_FILE = "teacher.safetensors"
-STEPS_DIR = "checkpoints"  # keep_last_n's step-<N> copies of ``last``
-CONFIG_FILE = "config.yaml"
 REQUIRED = (ENCODER_DIR, HEADS_FILE, TASK_DEFS_FILE, INFO_FILE, CONFIG_FILE)
 
 
@@ -81,7 +78,7 @@ def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_ya
                  for task, head in model.heads.items() for key, value in head.state_dict().items()}
         save_file(heads, tmp / HEADS_FILE)
         (tmp / TASK_DEFS_FILE).write_text(task_defs_yaml(model.tasks), encoding="utf-8")
-        (tmp / "config.yaml").write_text(config_yaml, encoding="utf-8")
+        (tmp / CONFIG_FILE).write_text(config_yaml, encoding="utf-8")
         (tmp / INFO_FILE).write_text(json.dumps({**info, "mtdnn_version": __version__},
                                                 indent=2) + "\n", encoding="utf-8")
         if teacher is not None:
@@ -240,7 +237,7 @@ def saved_run_config(path: Path) -> dict[str, Any]:
     in from the defaults where an older checkpoint lacks them."""
     from mtdnn.schema import load_yaml
 
-    saved = load_yaml(path / "config.yaml") if (path / "config.yaml").is_file() else None
+    saved = load_yaml(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else None
     return {**PREDICTION_DEFAULTS, **(saved if isinstance(saved, dict) else {})}
 
 

@@ -164,8 +164,6 @@ def push_to_hub(folder: Path, repo_id: str, private: bool = False) -> str:
     return str(url)
 
 
-MODEL_FILES = ("encoder", "heads.safetensors", "task_defs.yaml", "config.yaml",
-               "checkpoint.json")
 NLI_CAVEAT = ("all-MiniLM-L6-v2 was contrastively trained on data that includes SNLI and "
               "MNLI, so its NLI results (MNLI, RTE, SNLI, SciTail, ...) are not those of a "
               "plain BERT and not comparable to BERT rows in papers.")
@@ -193,13 +191,14 @@ def model_card(checkpoint: Path, task_name: str | None = None) -> str:
     started from. A one-task export is a transformers model; a multi-head one is mtdnn's."""
     from mtdnn.checkpoint import load_checkpoint_tasks, read_info
     from mtdnn.config import PACKAGED_ENCODER
+    from mtdnn.run_dir import CONFIG_FILE
     from mtdnn.schema import load_yaml
 
     tasks = load_checkpoint_tasks(checkpoint)
     if task_name is not None:
         tasks = {task_name: tasks[task_name]}
     info = read_info(checkpoint)
-    config = load_yaml(checkpoint / "config.yaml") or {}
+    config = load_yaml(checkpoint / CONFIG_FILE) or {}
     base = base_model(config.get("encoder"))
     front = ["---", f"library_name: {'transformers' if task_name else 'mtdnn'}",
              *([f"base_model: {base}"] if base else []),
@@ -251,14 +250,14 @@ def export_all_tasks(checkpoint: Path, out: Path, overwrite: bool = False) -> Pa
     """Write every head of ``checkpoint`` with its task definitions and a model card."""
     import shutil
 
-    from mtdnn.checkpoint import check_checkpoint, load_model
+    from mtdnn.checkpoint import REQUIRED, check_checkpoint, load_model
 
     check_output(out, [checkpoint], key="--out", overwrite=overwrite, folder=True)
     check_checkpoint(checkpoint)
     load_model(checkpoint)  # the encoder and every head load whole, as a single-task export's
     card = model_card(checkpoint)
     with atomic_dir(out) as tmp:
-        for name in MODEL_FILES:
+        for name in REQUIRED:  # a model loads from them; the training state stays behind
             source = checkpoint / name
             (shutil.copytree if source.is_dir() else shutil.copyfile)(source, tmp / name)
         (tmp / "README.md").write_text(card, encoding="utf-8")

@@ -30,9 +30,12 @@ from mtdnn.files import atomic_write_text, check_output_folder, read_text, write
 if TYPE_CHECKING:
     from mtdnn.config import TrainConfig
 
+CONFIG_FILE = "config.yaml"  # the resolved config: in the run folder and in each checkpoint
+INFO_FILE = "checkpoint.json"  # a checkpoint's step, epoch, dev metrics and version
+STEPS_DIR = "checkpoints"  # keep_last_n's step-<N> copies of ``last``
 # Everything a run writes at its top level: what overwrite=true replaces.
-RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "train.log", "last", "best",
-             "tensorboard", "checkpoints")
+RUN_FILES = (CONFIG_FILE, "metrics.jsonl", "summary.json", "train.log", "last", "best",
+             "tensorboard", STEPS_DIR)
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class RunDir:
 
     @property
     def config(self) -> Path:
-        return self.path / "config.yaml"
+        return self.path / CONFIG_FILE
 
     @property
     def metrics(self) -> Path:
@@ -136,7 +139,7 @@ class RunDir:
 
 def checkpoint_step(checkpoint: Path) -> int | None:
     """The step a checkpoint folder holds (its ``checkpoint.json``), or None without one."""
-    info = checkpoint / "checkpoint.json"
+    info = checkpoint / INFO_FILE
     if not info.is_file():
         return None
     return int(json.loads(info.read_text(encoding="utf-8"))["step"])
