@@ -289,8 +289,9 @@ def start_share_cell(records: list[Record]) -> str:
 
 def schedule_start_share(record: Record) -> float | None:
     """The teacher's share of the start weights at the run's end, from its schedule and its
-    steps (the run's only update count a record from before the logged share keeps);
-    ``None`` for a run without a teacher."""
+    steps (the run's only update count a record from before the logged share keeps; for a
+    run that stopped early, whose schedule was laid over more updates, it is an upper
+    bound); ``None`` for a run without a teacher."""
     from mtdnn.smart import teacher_start_share
 
     settings = resolved_smart(record)
