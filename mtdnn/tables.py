@@ -237,7 +237,11 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
              ("bregman_ratio", "μ·D_Breg ÷ loss")]
     heads = [label for _, label in names] + (
         ["teacher's start share at the end", "dev entropy (nats)"] if extra else [])
-    lines = ["", "Logged SMART terms (median over runs of each run's median):", "",
+    what = ("Logged SMART terms, and the mean entropy of each arm's dev predictions (median "
+            "over runs of each run's median; plain's entropy, where logged, is the level of a "
+            "student nothing holds back):" if extra else
+            "Logged SMART terms (median over runs of each run's median):")
+    lines = ["", what, "",
              *table_head(["task", *heads], first="arm")]
     marked = False
     for arm in arms:
