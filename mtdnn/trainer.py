@@ -190,7 +190,8 @@ class TrainingRecipe:
         hand_summed = any(self.adv_weights.values()) or config.pcgrad
         self.ddp = (self.distributed.wrap(self.model)
                     if self.distributed.enabled and not hand_summed else None)
-        self.run_dir = self.planned.start().path if self.main else Path(config.output_dir)
+        # rank 0 writes the run folder; the other ranks only name it
+        self.run = self.planned.start() if self.main else RunDir(config.output_dir)
         self.run_log = attach_run_log(self.planned, config) if self.main else None
         if self.resume_from is not None:
             self.state = resume_training(self.resume_from, config, self.total_steps,
@@ -199,7 +200,7 @@ class TrainingRecipe:
         self.state.trained_by.append({"from_step": self.state.step,
                                       "code_version": code_version(),
                                       "machine": machine_description()})
-        self.trackers = (Trackers(config.report_to, self.run_dir, self.state.step,
+        self.trackers = (Trackers(config.report_to, self.run.path, self.state.step,
                                   self.planned.settings) if self.main else None)
         self.stopped_early, self.resumed_from_step = False, self.state.step
         self.clock = TrainingClock(self.state)
@@ -333,11 +334,11 @@ class TrainingRecipe:
         for task, loss in losses:
             value = self.distributed.sum_(loss.detach().clone()).item()
             if not math.isfinite(value):
-                last = RunDir(self.run_dir).last
+                last = self.run.last
                 kept = (f"the last good checkpoint is {last}" if last.is_dir()
                         else "no checkpoint was written yet")
                 raise MtdnnError(f"the loss of task '{task}' is {value} at step "
-                                 f"{self.state.step + 1}; {kept}", file=self.run_dir,
+                                 f"{self.state.step + 1}; {kept}", file=self.run.path,
                                  allowed="a lower optimizer.lr, or precision=fp32")
 
     # -- logging, evaluation, checkpoints ---------------------------------------------------
@@ -360,7 +361,7 @@ class TrainingRecipe:
                 state.step // tenth > (state.step - self.config.log_every_steps) // tenth
                 or state.step == self.total_steps):
             # no bar: a line every tenth of the run, naming it (grids run many at once)
-            log.info("%s: step %d of %d, loss %s", self.run_dir, state.step, self.total_steps,
+            log.info("%s: step %d of %d, loss %s", self.run.path, state.step, self.total_steps,
                      ", ".join(f"{k.split('/')[0]} {v:.3f}" for k, v in means.items()
                                if k.endswith("/loss")))
         if not self.main:
@@ -431,7 +432,7 @@ class TrainingRecipe:
             log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
                      " (best)" if is_best else "")
             info.update(metrics=metrics, score=score)
-        save_last(RunDir(self.run_dir), self.model, self.tokenizer, self.planned.config_yaml,
+        save_last(self.run, self.model, self.tokenizer, self.planned.config_yaml,
                   info, training_state(state, self.optimizer, self.scheduler, self.scaler),
                   self.teacher, is_best=is_best,
                   keep_last_n=config.keep_last_n if evaluate else None)
@@ -440,13 +441,13 @@ class TrainingRecipe:
         """Close the logs; write and return the summary (rank 0)."""
         state = self.state
         if not self.main:
-            return {"run_dir": str(self.run_dir), "steps": state.step,
+            return {"run_dir": str(self.run.path), "steps": state.step,
                     "rank": self.distributed.rank}
         self.trackers.close()
         best = max(state.evals, key=lambda e: e["score"])
         self.clock.count(self.state)
         seconds = state.train_seconds
-        summary = {"run_dir": str(self.run_dir), "steps": state.step,
+        summary = {"run_dir": str(self.run.path), "steps": state.step,
                    "precision": self.config.precision, "best": best, "last": state.evals[-1],
                    "stopped_early": self.stopped_early,
                    "train_seconds": round(seconds, 3),
@@ -461,5 +462,5 @@ class TrainingRecipe:
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "
                  "excluded%s)", summary["train_examples_per_s"], seconds,
                  f"; resumed at step {self.resumed_from_step}" if self.resumed_from_step else "")
-        atomic_write_text(RunDir(self.run_dir).summary_file, json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(self.run.summary_file, json.dumps(summary, indent=2) + "\n")
         return summary
