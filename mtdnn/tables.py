@@ -321,8 +321,12 @@ def smart_settings_table(arms: list[str], records: list[Record]) -> str:
     them (the presets have kept their values since those runs). The teacher's cells are
     empty where μ = 0 (no teacher), the lag's where the schedule is not ``scaled``."""
     found = {r["arm"]: r["smart_settings"] for r in records if r.get("smart_settings")}
-    named = {r["arm"]: settings for r in records if r["arm"] not in found
-             for settings in [resolved_smart(r)] if settings}
+    named: dict[str, dict[str, Any]] = {}
+    for r in records:  # one resolution per arm: its runs share their keys
+        if r["arm"] not in found and r["arm"] not in named:
+            settings = resolved_smart(r)
+            if settings:
+                named[r["arm"]] = settings
     if not found and not named:
         return ""
 

@@ -22,6 +22,7 @@ def test_the_results_page_opens_with_the_verdicts_the_records_give() -> None:
     script = summary_script()
     page = (REPO / "docs" / "results.md").read_text()
     assert page.index(script.START) < page.index("## Table 3")  # the verdicts come first
+    assert script.TEACHER_START in page and script.TEACHER_END in page
     assert page == script.page_with_summary(page), \
         "docs/results.md is stale: python scripts/results_summary.py --write"
     assert (REPO / "docs" / "history.md").is_file()
