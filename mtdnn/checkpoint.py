@@ -35,7 +35,7 @@ from mtdnn._version import __version__
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, sha256_of
 from mtdnn.randomness import rng_state, set_rng_state
-from mtdnn.run_dir import CONFIG_FILE, INFO_FILE, STEPS_DIR, RunDir
+from mtdnn.run_dir import CONFIG_FILE, INFO_FILE, STEPS_DIR, RunDir, checkpoint_info
 from mtdnn.run_state import RunState
 from mtdnn.schema import to_dict
 from mtdnn.smart import MeanTeacher
@@ -126,16 +126,10 @@ def check_checkpoint(path: Path) -> None:
 
 
 def read_info(path: Path) -> dict[str, Any]:
-    """A checkpoint's ``checkpoint.json`` (step, epoch, dev metrics, version)."""
+    """A complete checkpoint's ``checkpoint.json`` (step, epoch, dev metrics, version)."""
     check_checkpoint(path)
-    try:
-        info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise MtdnnError(f"cannot read it: {error}", file=path / INFO_FILE,
-                         allowed="a checkpoint written whole by train.py") from None
-    if not isinstance(info, dict):
-        raise MtdnnError(f"holds {type(info).__name__}, not a mapping", file=path / INFO_FILE,
-                         allowed="a checkpoint written whole by train.py")
+    info = checkpoint_info(path)
+    assert info is not None  # check_checkpoint found the file
     return info
 
 

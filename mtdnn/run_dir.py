@@ -137,12 +137,30 @@ class RunDir:
         return found
 
 
-def checkpoint_step(checkpoint: Path) -> int | None:
-    """The step a checkpoint folder holds (its ``checkpoint.json``), or None without one."""
-    info = checkpoint / INFO_FILE
-    if not info.is_file():
+def checkpoint_info(checkpoint: Path) -> dict[str, Any] | None:
+    """A checkpoint folder's ``checkpoint.json`` (step, epoch, dev metrics, version), or
+    None without one; one that cannot be read is an error naming it."""
+    file = checkpoint / INFO_FILE
+    if not file.is_file():
         return None
-    return int(json.loads(info.read_text(encoding="utf-8"))["step"])
+    allowed = "a checkpoint written whole by train.py"
+    try:
+        info = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MtdnnError(f"cannot read it: {error}", file=file, allowed=allowed) from None
+    if not isinstance(info, dict):
+        raise MtdnnError(f"holds {type(info).__name__}, not a mapping", file=file,
+                         allowed=allowed)
+    if not isinstance(info.get("step"), int) or isinstance(info["step"], bool):
+        raise MtdnnError(f"its step is {info.get('step')!r}, not a whole number", file=file,
+                         key="step", allowed=allowed)
+    return info
+
+
+def checkpoint_step(checkpoint: Path) -> int | None:
+    """The step a checkpoint folder holds, or None without one."""
+    info = checkpoint_info(checkpoint)
+    return None if info is None else info["step"]
 
 
 @dataclass(frozen=True)

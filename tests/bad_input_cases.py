@@ -858,6 +858,10 @@ CASES = [
     Case("checkpoint", "export --all-tasks with a damaged checkpoint.json", "export",
          lambda t, c: export_all_args(t, c, replaced("checkpoint.json", b'{"step": 2,')),
          "checkpoint.json: cannot read it"),
+    Case("checkpoint", "export --all-tasks with a checkpoint.json whose step is not a number",
+         "export", lambda t, c: export_all_args(t, c, replaced("checkpoint.json",
+                                                                b'{"step": "two"}')),
+         "checkpoint.json: key 'step': its step is 'two', not a whole number"),
 ]
 
 
