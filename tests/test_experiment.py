@@ -256,9 +256,23 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     assert trained["progress_bar"] is False and trained["cache_dir"] == small["cache_dir"]
     assert "progress_bar" not in json.loads(
         (out / "stages/mt/seed1/result.json").read_text())["train_keys"]
+    # --arms: only the named arms' runs are trained; the tables show every arm
+    only_plain = experiment(path, "--arms", "plain")
+    assert only_plain.returncode == 0, only_plain.stderr[-3000:]
+    assert (out / "plain/rte/full/seed3/result.json").is_file()
+    assert not (out / "mt").exists() and not (out / "hf").exists()
+    assert "| mt | not run |" in (out / "results.md").read_text()
+    assert "left: 3 runs and 0 stages to train" in only_plain.stdout
+    unknown = experiment(path, "--arms", "plain,nope")
+    assert unknown.returncode == 2 and "key '--arms': no arm 'nope' (allowed: hf, mt, plain)" \
+        in unknown.stderr
     first = experiment(path)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "stage mt seed" not in first.stderr  # trained once, by --stages-only
+    # once every run that starts from a stage has finished, its weights are not needed
+    (out / "stages/mt/seed2/last").rename(out / "stages/mt/seed2/gone")
+    assert "nothing left to run" in experiment(path, "--report-only").stdout
+    (out / "stages/mt/seed2/gone").rename(out / "stages/mt/seed2/last")
 
     stage_prints = {seed: json.loads((out / f"stages/mt/seed{seed}/result.json").read_text())
                     ["weights_fingerprint"] for seed in (1, 2)}

@@ -163,7 +163,7 @@ def resolve_as_the_command_would(words: list[str]) -> None:
     """The run or experiment config a training command would start with, from the repo."""
     from mtdnn.config import resolve_config
     from mtdnn.experiment import load_experiment
-    from mtdnn.experiment.command import launcher_overrides
+    from mtdnn.experiment.command import chosen_arms, launcher_overrides
     from mtdnn.smart_probe import probe_config
 
     if words[0] == "torchrun":
@@ -180,7 +180,10 @@ def resolve_as_the_command_would(words: list[str]) -> None:
     config = (flags.get("--config") or [None])[0]
     if words[:3] == ["python", "-m", "mtdnn.experiment"]:
         launcher = argparse_like(flags)
-        assert load_experiment(config, [*keys, *launcher_overrides(launcher)]).arms
+        experiment = load_experiment(config, [*keys, *launcher_overrides(launcher)])
+        assert experiment.arms
+        if "--arms" in flags:
+            assert chosen_arms(experiment, flags["--arms"][0])
     elif words[:3] == ["python", "-m", "mtdnn.smart_probe"]:
         assert probe_config(config, flags["--task"][0], keys).tasks
     else:

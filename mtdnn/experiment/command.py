@@ -6,6 +6,7 @@
                                                   # publish_dir (tracked)
     mtdnn-experiment --config ... --jobs 4        # 4 jobs at once on this machine
     mtdnn-experiment --config ... --launcher slurm   # or: --launcher ray
+    mtdnn-experiment --config ... --arms smart,mt-dnn  # train these arms' runs only
 
 Each finished run leaves a result.json (its record); a run with a record is skipped and an
 interrupted one resumes from its last checkpoint. Results: results.csv, results.md and
@@ -18,7 +19,8 @@ import argparse
 from pathlib import Path
 
 from mtdnn.commandline import add_debug_flag, command_parser, parsed_with_logging
-from mtdnn.experiment.config import load_experiment
+from mtdnn.errors import MtdnnError
+from mtdnn.experiment.config import ExperimentConfig, load_experiment
 from mtdnn.files import make_output_dir
 
 
@@ -36,6 +38,9 @@ def main(argv: list[str] | None = None) -> None:
                              "--report-only does; trains nothing")
     parser.add_argument("--stages-only", action="store_true",
                         help="train the stages the arms start from, and nothing else")
+    parser.add_argument("--arms", metavar="A,B",
+                        help="train only these arms' runs (and their stages), e.g. to add "
+                             "one row to a finished grid; the tables still show every arm")
     parser.add_argument("--launcher", choices=("local", "slurm", "ray"),
                         help="where the jobs run (default: the config's launcher.kind, "
                              "else local): local processes, Slurm through submitit, or Ray")
@@ -54,8 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     from mtdnn.experiment.results import publish, write_report
     from mtdnn.experiment.runner import rescore_agreement, run_experiment
 
+    arms = chosen_arms(config, args.arms)
     if args.stages_only:
-        run_experiment(config, stages_only=True)
+        run_experiment(config, stages_only=True, arms=arms)
         if args.publish:
             publish(config)
         return
@@ -66,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
             rescore_agreement(config, sizes)
         records = write_report(config, sizes)
     else:
-        records = run_experiment(config)
+        records = run_experiment(config, arms=arms)
     if args.publish:
         publish(config)
     out = Path(config.output_dir)
@@ -81,3 +87,15 @@ def launcher_overrides(args: argparse.Namespace) -> list[str]:
     flags = {"launcher.kind": args.launcher, "launcher.jobs": args.jobs,
              "launcher.threads_per_job": args.threads_per_job}
     return [f"{key}={value}" for key, value in flags.items() if value is not None]
+
+
+def chosen_arms(config: ExperimentConfig, text: str | None) -> tuple[str, ...] | None:
+    """``--arms a,b`` as arm names of the config (None: every arm)."""
+    if text is None:
+        return None
+    arms = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in arms if name not in config.arms]
+    if unknown or not arms:
+        raise MtdnnError(f"no arm '{unknown[0]}'" if unknown else "names no arm",
+                         key="--arms", allowed=", ".join(config.arms))
+    return arms

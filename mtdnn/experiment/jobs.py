@@ -41,9 +41,12 @@ from mtdnn.schema import to_dict
 log = logging.getLogger(__name__)
 
 
-def plan(config: ExperimentConfig, stages_only: bool = False) -> list[Job]:
+def plan(config: ExperimentConfig, stages_only: bool = False,
+         arms: tuple[str, ...] | None = None) -> list[Job]:
     """The jobs ``config``'s grid still needs, stage jobs first (only those with
-    ``stages_only``); a cell job names its stage job as ``after``."""
+    ``stages_only``); a cell job names its stage job as ``after``. A stage is trained only
+    for runs still to make: once they are all finished, its weights are not needed again.
+    ``arms``: only these arms' runs (and their stages)."""
     stages: dict[tuple[str, int], Job | None] = {}
     jobs: list[Job] = []
 
@@ -55,9 +58,12 @@ def plan(config: ExperimentConfig, stages_only: bool = False) -> list[Job]:
         return stages[(stage, seed)]
 
     for cell in cells(config, all_sizes(config)):
+        if (arms is not None and cell.arm not in arms) or \
+                find_record(config, cell.folder) is not None:
+            continue
         stage = stage_of(config, cell.arm)
         after = stage_job(stage, cell.stage_seed) if stage is not None else None
-        if not stages_only and find_record(config, cell.folder) is None:
+        if not stages_only:
             jobs.append(Job(describe(cell), (config, ("cell", cell)), after))
     return [job for job in stages.values() if job is not None] + jobs
 

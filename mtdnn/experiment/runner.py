@@ -60,12 +60,13 @@ def rescore_agreement(config: ExperimentConfig,
              rescored, current, missing)
 
 
-def run_experiment(config: ExperimentConfig, stages_only: bool = False
-                   ) -> list[dict[str, Any]]:
-    """Run every job the grid still needs on ``config.launcher``'s engine, then write the
-    results files; returns the finished runs' records (the tables' rows). Every finished
-    run is checked before anything is trained; a job that fails is reported with its
-    error after the others have run, and the command then fails."""
+def run_experiment(config: ExperimentConfig, stages_only: bool = False,
+                   arms: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Run every job the grid still needs (of ``arms`` only, if given) on
+    ``config.launcher``'s engine, then write the results files of every arm; returns the
+    finished runs' records (the tables' rows). Every finished run is checked before
+    anything is trained; a job that fails is reported with its error after the others
+    have run, and the command then fails."""
     sizes = all_sizes(config)
     allowed = allowed_fingerprints(config, start_fingerprints(config, running=True))
     finished_here = []
@@ -81,7 +82,7 @@ def run_experiment(config: ExperimentConfig, stages_only: bool = False
         if freed:
             log.info("finished_runs_keep: model: %.1f GB of resumable state and best "
                      "checkpoints deleted from finished runs", freed / 1e9)
-    jobs = plan(config, stages_only)
+    jobs = plan(config, stages_only, arms)
     check_output_folder(Path(config.output_dir), "output_dir")
     check_data_files(config, [job.args[1][1] for job in jobs if job.args[1][0] == "cell"],
                      sizes)
