@@ -254,8 +254,12 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
     # the stage's cosmetic keys reach its training (resumable saves, no progress bar) and
     # stay out of its record's keys
     assert trained["progress_bar"] is False and trained["cache_dir"] == small["cache_dir"]
-    assert "progress_bar" not in json.loads(
-        (out / "stages/mt/seed1/result.json").read_text())["train_keys"]
+    stage_made = json.loads((out / "stages/mt/seed1/result.json").read_text())
+    assert "progress_bar" not in stage_made["train_keys"]
+    # a stage's record says what ran as a run's does: SMART settings (none here), code
+    # version, the machines that trained it
+    assert stage_made["smart_settings"] is None and stage_made["teacher_start_share"] is None
+    assert stage_made["code_version"]["package"] and stage_made["trained_by"][0]["from_step"] == 0
     # --arms: only the named arms' runs are trained; the tables show every arm
     only_plain = experiment(path, "--arms", "plain")
     assert only_plain.returncode == 0, only_plain.stderr[-3000:]

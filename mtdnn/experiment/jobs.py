@@ -31,12 +31,10 @@ from mtdnn.experiment.records import (
     stage_record,
     stage_trained,
     start_fingerprints,
+    what_ran,
     write_record,
 )
-from mtdnn.objective import LOGGED_TERMS
-from mtdnn.provenance import code_version
 from mtdnn.run_dir import RunDir
-from mtdnn.schema import to_dict
 
 log = logging.getLogger(__name__)
 
@@ -190,17 +188,10 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
               else None, "precision": summary["precision"], "steps": summary["steps"],
               "metrics": summary["last"]["metrics"], "evaluations": run.evaluations(),
-              "smart_terms": run.logged_terms(LOGGED_TERMS),
-              # what ran, readable without the preset table of its day
-              "smart_settings": to_dict(resolved.smart) if resolved.smart.enabled else None,
-              "teacher_start_share": summary.get("teacher_start_share"),
-              "dev_entropy": summary["last"].get("entropy"),
-              "code_version": summary.get("code_version") or code_version(),
+              **what_ran(run, summary, resolved.smart),
               "train_examples_per_s": summary["train_examples_per_s"],
               "train_seconds": summary.get("train_seconds"),
               "resumed_from_step": summary.get("resumed_from_step", 0),
-              "machine": summary.get("machine"),
-              "trained_by": summary.get("trained_by"),
               "wall_seconds": round(time.perf_counter() - started, 1)}
     if agreement_applies(config, cell):
         record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])

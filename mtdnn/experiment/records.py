@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtdnn.checkpoint import weights_fingerprint
-from mtdnn.config import with_former_teacher
+from mtdnn.config import SmartConfig, with_former_teacher
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import (
     ExperimentConfig,
@@ -19,7 +19,10 @@ from mtdnn.experiment.config import (
 )
 from mtdnn.experiment.grid import Cell, cells, task_file
 from mtdnn.files import atomic_write_json, read_json
+from mtdnn.objective import LOGGED_TERMS
+from mtdnn.provenance import code_version
 from mtdnn.run_dir import RunDir
+from mtdnn.schema import to_dict
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +118,20 @@ def check_record(config: ExperimentConfig, cell: Cell, record: dict[str, Any], p
 # of the experiment runner's first days (no arm, flat metrics) are older still:
 # scripts/migrate_records.py moves them to this format.
 RECORD_FORMAT = 3
+
+
+def what_ran(run: RunDir, summary: dict[str, Any], smart: SmartConfig) -> dict[str, Any]:
+    """What a run's or a stage's record keeps of how it trained, readable without the
+    preset table of its day: the resolved SMART settings, the logged size of each SMART
+    term, the teacher's share of the start weights at the end, the dev predictions' mean
+    entropy, and the code and machines that trained it."""
+    return {"smart_terms": run.logged_terms(LOGGED_TERMS),
+            "smart_settings": to_dict(smart) if smart.enabled else None,
+            "teacher_start_share": summary.get("teacher_start_share"),
+            "dev_entropy": summary["last"].get("entropy"),
+            "code_version": summary.get("code_version") or code_version(),
+            "machine": summary.get("machine"),
+            "trained_by": summary.get("trained_by")}
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:

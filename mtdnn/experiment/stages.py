@@ -21,6 +21,7 @@ from mtdnn.experiment.records import (
     stage_record,
     stage_trained,
     upgraded,
+    what_ran,
     write_record,
 )
 from mtdnn.run_dir import RunDir
@@ -38,11 +39,12 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
     folder = stage_folder(config, name, seed)
     record = stage_record(config, name, seed)
     keys = stage_train_keys(config, name)
+    resolved = resolve_config({**stage_run_keys(config, name), "seed": seed,
+                               "output_dir": str(folder), "progress_bar": False,
+                               **continue_keys(folder)}, origin=f"stage {folder}")
     if not stage_trained(folder):
         log.info("stage %s seed %d", name, seed)
-        train(resolve_config({**stage_run_keys(config, name), "seed": seed,
-                              "output_dir": str(folder), "progress_bar": False,
-                              **continue_keys(folder)}, origin=f"stage {folder}"))
+        train(resolved)
     run = RunDir(folder)
     fingerprint = weights_fingerprint(run.last)
     summary = run.summary()
@@ -52,7 +54,7 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
         record = {"stage": name, "seed": seed, "weights_fingerprint": fingerprint,
                   "train_keys": keys, "precision": summary.get("precision"),
                   "steps": summary["steps"], "metrics": summary["last"]["metrics"],
-                  "machine": summary.get("machine"),
+                  **what_ran(run, summary, resolved.smart),
                   "train_seconds": summary.get("train_seconds")}
     elif fingerprint not in {r["weights_fingerprint"] for r in realizations(record)}:
         earlier = realizations(record)[-1]
