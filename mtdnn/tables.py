@@ -233,9 +233,7 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
     logged = [r for r in records if r.get("smart_terms") or (extra and r.get("dev_entropy"))]
     if not logged:
         return ""
-    names = [("adv_ratio", "λ_s·R_s ÷ loss"), ("delta_linf", "‖δ‖∞"),
-             ("bregman_ratio", "μ·D_Breg ÷ loss")]
-    heads = [label for _, label in names] + (
+    heads = [label for _, label in TERMS] + (
         ["teacher's start share at the end", "dev entropy (nats)"] if extra else [])
     what = ("Logged SMART terms, and the mean entropy of each arm's dev predictions (median "
             "over runs of each run's median; plain's entropy, where logged, is the level of a "
@@ -247,9 +245,7 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
     for arm in arms:
         for task in dict.fromkeys(r["task"] for r in logged if r["arm"] == arm):
             mine = [r for r in logged if r["arm"] == arm and r["task"] == task]
-            terms = [r.get("smart_terms") or {} for r in mine]
-            cells = [f"{np.median([t[n]['median'] for t in terms if n in t]):.2g}"
-                     if any(n in t for t in terms) else "—" for n, _ in names]
+            cells = terms_cells(mine)
             if extra:
                 share = start_share_cell(mine)
                 entropies = [r["dev_entropy"][task] for r in mine
@@ -261,6 +257,42 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
         lines += ["", "*: records from before the share was logged: computed from the arm's "
                       "teacher schedule and the run's steps."]
     return "\n".join(lines) + "\n" + smart_settings_table(arms, records)
+
+
+TERMS = (("adv_ratio", "λ_s·R_s ÷ loss"), ("delta_linf", "‖δ‖∞"),
+         ("bregman_ratio", "μ·D_Breg ÷ loss"))
+
+
+def terms_cells(records: list[Record]) -> list[str]:
+    """Each logged SMART term's median over ``records`` of each one's median."""
+    terms = [r.get("smart_terms") or {} for r in records]
+    return [f"{np.median([t[n]['median'] for t in terms if n in t]):.2g}"
+            if any(n in t for t in terms) else "—" for n, _ in TERMS]
+
+
+def stage_terms_table(stages: dict[str, list[Record]]) -> str:
+    """The multi-task stages with SMART: their logged terms (over all the stage's tasks;
+    median over stage seeds of each seed's median) and the teacher's share of the start
+    weights at the end, then their settings; the stage is where MT-DNN-SMART's own SMART
+    acts, before any fine-tuning."""
+    rows = {f"stage {name}": [{**r, "arm": f"stage {name}"} for r in found]
+            for name, found in stages.items() if found and resolved_smart(found[0])}
+    if not rows:
+        return ""
+    lines = ["", "SMART in the multi-task stages (all their tasks; median over stage seeds "
+             "of each seed's median):", "",
+             *table_head([label for _, label in TERMS]
+                         + ["teacher's start share at the end"], first="stage")]
+    marked = False
+    for label, found in rows.items():
+        share = start_share_cell(found)
+        marked = marked or share.endswith("*")
+        lines.append(f"| {label} | " + " | ".join([*terms_cells(found), share]) + " |")
+    if marked:
+        lines += ["", "*: records from before the share was logged: computed from the "
+                      "stage's teacher schedule and steps."]
+    return "\n".join(lines) + "\n" + smart_settings_table(
+        list(rows), [r for found in rows.values() for r in found], first="stage")
 
 
 def resolved_smart(record: Record) -> dict[str, Any] | None:
@@ -314,7 +346,7 @@ SETTINGS = (("epsilon", "ε"), ("adv_weight", "λ_s"), ("bregman_weight", "μ"),
             ("preset", "preset"))
 
 
-def smart_settings_table(arms: list[str], records: list[Record]) -> str:
+def smart_settings_table(arms: list[str], records: list[Record], first: str = "arm") -> str:
     """Each SMART arm's settings as its records resolved them (every key after the preset),
     so that a row says what ran without the preset table of its day. An arm whose records
     predate resolved settings (marked *) shows its keys resolved as this version resolves
@@ -340,9 +372,9 @@ def smart_settings_table(arms: list[str], records: list[Record]) -> str:
                           if isinstance(shown[key], float) else str(shown[key])
                           for key, _ in SETTINGS)
 
-    lines = ["", "SMART settings of each arm (as its records resolved them; *: records "
+    lines = ["", f"SMART settings of each {first} (as its records resolved them; *: records "
              "from before they kept them, their keys resolved by this version):", "",
-             *table_head([label for _, label in SETTINGS], first="arm")]
+             *table_head([label for _, label in SETTINGS], first=first)]
     for arm in arms:
         if arm in found:
             lines.append(f"| {arm} | {cells(found[arm])} |")

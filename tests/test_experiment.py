@@ -682,6 +682,29 @@ def test_each_smart_arm_is_labelled_by_the_settings_it_ran() -> None:
                           "| scaled | 1e-05 | 1 | 1 | scaled | 0.03 | paper |"]
 
 
+def test_the_stages_smart_is_shown_with_its_teacher_share() -> None:
+    """A SMART stage's logged terms and teacher share (median over its seeds) get a row; an
+    older stage record's share is computed from its schedule and steps and marked; a stage
+    without SMART gets none."""
+    from mtdnn.smart import teacher_start_share
+    from mtdnn.tables import stage_terms_table
+
+    scaled = {"smart_settings": {"epsilon": 1e-5, "adv_weight": 1.0, "bregman_weight": 1.0,
+                                 "teacher_schedule": "scaled", "teacher_lag_fraction": 0.03,
+                                 "preset": "paper"}, "teacher_start_share": 0.0}
+    seeds = [{**scaled, "smart_terms": {"bregman_ratio": {"median": m, "max": 1.0}}}
+             for m in (0.001, 0.002, 0.004)]
+    old = {"train_keys": {"smart": {"enabled": True, "preset": "calibrated",
+                                    "teacher_schedule": "paper"}}, "steps": 513}
+    table = stage_terms_table({"mt": [{"train_keys": {}}], "old": [old], "new": seeds})
+    share = teacher_start_share(513, 513, 0.99, 0.999, 0.1, "paper", 0.03)
+    assert "| stage mt |" not in table
+    assert f"| stage old | — | — | — | {share:.2g}* |" in table
+    assert "| stage new | — | — | 0.002 | 0 |" in table
+    assert "| stage new | 1e-05 | 1 | 1 | scaled | 0.03 | paper |" in table
+    assert stage_terms_table({"mt": [{"train_keys": {}}]}) == ""
+
+
 def test_records_say_their_format_and_older_ones_read_as_the_current(tmp_path: Path) -> None:
     """One reader for every record format: a format-1 stage record (one training, no
     realizations) reads with its realization; a record newer than this mtdnn is refused."""

@@ -33,6 +33,13 @@ def stage_rows(config: ExperimentConfig) -> dict[str, dict[str, dict[str, float]
     return rows
 
 
+def stage_records(config: ExperimentConfig) -> dict[str, list[dict[str, Any]]]:
+    """Each stage's records, one per stage seed that has one."""
+    return {name: [record for seed in stage.seeds
+                   if (record := stage_record(config, name, seed)) is not None]
+            for name, stage in config.stages.items()}
+
+
 def write_report(config: ExperimentConfig,
                  sizes: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     from mtdnn.plots import plot_arms, plot_subsets
@@ -56,6 +63,7 @@ def write_report(config: ExperimentConfig,
         found = tables.task_columns(records, list(config.tasks))
         columns = {f"{t} {m}": (t, m, None) for t, m in found}
         plot_arms(records, found, arms, out / "results.png")
+    table += tables.stage_terms_table(stage_records(config))
     pairs = tables.arm_pairs(arms, config.baseline)
     table += tables.paired_table(pairs, columns, records)
     table += tables.sign_pattern_table(config.paper, pairs, columns, records)
