@@ -56,8 +56,8 @@ def plan(config: ExperimentConfig, stages_only: bool = False,
         return stages[(stage, seed)]
 
     for cell in cells(config, all_sizes(config)):
-        if (arms is not None and cell.arm not in arms) or \
-                find_record(config, cell.folder) is not None:
+        wanted = arms is None or cell.arm in arms
+        if not wanted or find_record(config, cell.folder) is not None:
             continue
         stage = stage_of(config, cell.arm)
         after = stage_job(stage, cell.stage_seed) if stage is not None else None
