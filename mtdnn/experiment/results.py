@@ -20,24 +20,22 @@ from mtdnn.files import atomic_write_text, make_output_dir
 log = logging.getLogger(__name__)
 
 
-def stage_rows(config: ExperimentConfig) -> dict[str, dict[str, dict[str, float]]]:
-    """Each stage seed's own dev metrics (before any fine-tuning), for the tasks table."""
-    rows = {}
-    for name, stage in config.stages.items():
-        for seed in stage.seeds:
-            record = stage_record(config, name, seed)
-            if record is not None:
-                count = len(realizations(record))
-                label = "no fine-tuning" + (f"; {count} realizations" if count > 1 else "")
-                rows[f"stage {name} seed {seed} ({label})"] = record["metrics"]
-    return rows
-
-
 def stage_records(config: ExperimentConfig) -> dict[str, list[dict[str, Any]]]:
     """Each stage's records, one per stage seed that has one."""
     return {name: [record for seed in stage.seeds
                    if (record := stage_record(config, name, seed)) is not None]
             for name, stage in config.stages.items()}
+
+
+def stage_rows(stages: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Each stage seed's own dev metrics (before any fine-tuning), for the tasks table."""
+    rows = {}
+    for name, found in stages.items():
+        for record in found:
+            count = len(realizations(record))
+            label = "no fine-tuning" + (f"; {count} realizations" if count > 1 else "")
+            rows[f"stage {name} seed {record['seed']} ({label})"] = record["metrics"]
+    return rows
 
 
 def write_report(config: ExperimentConfig,
@@ -46,6 +44,7 @@ def write_report(config: ExperimentConfig,
 
     out = Path(config.output_dir)
     records = collect(config, sizes)
+    stages = stage_records(config)
     arms = list(config.arms)
     tables.write_csv(records, out / "results.csv")
     if config.layout == "subsets":
@@ -57,13 +56,13 @@ def write_report(config: ExperimentConfig,
         plot_subsets(records, tasks, arms, out / "results.png")
         columns = {f"{t} {s}": (t, "accuracy", s) for t in tasks for s in task_subsets(config, t)}
     else:
-        table = tables.tasks_table(arms, records, stage_rows(config), list(config.tasks),
+        table = tables.tasks_table(arms, records, stage_rows(stages), list(config.tasks),
                                    config.baseline)
         table += tables.learning_curve_table(arms, records, list(config.tasks))
         found = tables.task_columns(records, list(config.tasks))
         columns = {f"{t} {m}": (t, m, None) for t, m in found}
         plot_arms(records, found, arms, out / "results.png")
-    table += tables.stage_terms_table(stage_records(config))
+    table += tables.stage_terms_table(stages)
     pairs = tables.arm_pairs(arms, config.baseline)
     table += tables.paired_table(pairs, columns, records)
     table += tables.sign_pattern_table(config.paper, pairs, columns, records)
