@@ -123,9 +123,9 @@ def prediction_source(text: str, columns: str | None) -> tuple[Any, dict[str, st
     mapping, as under ``tasks.<task>.train``)."""
     import yaml
 
+    from mtdnn.config import DatasetSource
     from mtdnn.errors import MtdnnError
     from mtdnn.schema import build
-    from mtdnn.sources import DatasetSource
 
     source: Any = text
     if text.lstrip().startswith("{"):

@@ -21,7 +21,6 @@ import yaml
 
 from mtdnn.errors import MtdnnError
 from mtdnn.schema import build, load_yaml, to_dict
-from mtdnn.sources import DatasetSource
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +49,16 @@ def _positive(name: str) -> dict:
 
 def _ratio() -> dict:
     return {"check": (lambda v: 0.0 <= v < 1.0, "0 <= value < 1")}
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """A split of a Hugging Face dataset: ``datasets.load_dataset(dataset, config,
+    split=split)``."""
+
+    dataset: str
+    config: str | None = None
+    split: str = "train"
 
 
 @dataclass(frozen=True)
@@ -403,6 +412,13 @@ class TrainConfig:
     optimizer: OptimizerConfig = OptimizerConfig()
     sampler: SamplerConfig = SamplerConfig()
     smart: SmartConfig = SmartConfig()
+
+    @property
+    def cache_folder(self) -> Path:
+        """Where converted sources and tokenized data are cached: ``cache_dir``, else
+        ``$MTDNN_CACHE``, else the user's cache folder (``~/.cache/mtdnn``, as Hugging Face
+        caches under ``~/.cache/huggingface``), whatever folder the command runs from."""
+        return Path(self.cache_dir) if self.cache_dir else default_cache_dir()
 
     def total_steps(self, batches_per_epoch: int) -> int:
         """The optimizer steps of a run whose sampler draws ``batches_per_epoch``

@@ -25,12 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import torch
 
-from mtdnn.config import default_cache_dir
-from mtdnn.distributed import ONE_PROCESS, Distributed
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, read_jsonl, sha256_of
 from mtdnn.rows import Origin, validate_row
-from mtdnn.sources import DatasetSource, canonical_path
+from mtdnn.sources import TaskFiles
 from mtdnn.task_def import TaskDef
 
 if TYPE_CHECKING:
@@ -277,49 +275,18 @@ class TaskSplits:
     collator: Collator
 
 
-def cache_folder(config: TrainConfig) -> Path:
-    """Where converted sources and tokenized data are cached: ``cache_dir``, else
-    ``$MTDNN_CACHE``, else the user's cache folder (``~/.cache/mtdnn``, as Hugging Face
-    caches under ``~/.cache/huggingface``), whatever folder the command runs from."""
-    return Path(config.cache_dir) if config.cache_dir else default_cache_dir()
-
-
-def task_sources(config: TrainConfig, task: str
-                 ) -> tuple[str | DatasetSource, str | DatasetSource | None]:
-    """The train source and the dev source (``None`` if absent) of ``task``: its own, or
-    ``<data_dir>/<task>/{train,dev}.jsonl``."""
-    spec = config.tasks[task]
-    default = Path(config.data_dir) / task
-    train = spec.train or str(default / "train.jsonl")
-    if spec.dev:
-        return train, spec.dev
-    return train, (str(default / "dev.jsonl") if (default / "dev.jsonl").is_file() else None)
-
-
 def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any,
-                   distributed: Distributed = ONE_PROCESS) -> dict[str, TaskSplits]:
-    """Tokenize (or load from cache) every task's train and dev files. Under torchrun rank 0
-    fills the cache first and the other ranks read it."""
-    if not distributed.is_main:
-        distributed.barrier()
-    data = _load_task_data(config, tasks, tokenizer)
-    if distributed.is_main:
-        distributed.barrier()
-    return data
-
-
-def _load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: Any
-                    ) -> dict[str, TaskSplits]:
-    cache = cache_folder(config)
+                   files: dict[str, TaskFiles]) -> dict[str, TaskSplits]:
+    """Tokenize (or load from cache) every task's canonical train and dev files
+    (``sources.canonical_files``). Under torchrun, call it under
+    ``Distributed.main_first()``: rank 0 fills the cache and the other ranks read it."""
+    cache = config.cache_folder
     log.info("data cache: %s", cache)
     data = {}
     for name, task in tasks.items():
         collator = Collator(tokenizer.pad_token_id, getattr(torch, task.task_type.target_dtype))
-        columns = config.tasks[name].columns
-        paths = [source and canonical_path(source, task, columns, cache, require_labels=True)
-                 for source in task_sources(config, name)]  # train, dev (None without one)
         train, dev = [path and load_split(path, task, tokenizer, config.max_seq_len, cache)
-                      for path in paths]
+                      for path in files[name]]
         data[name] = TaskSplits(train, dev, collator)
         for split in (train, dev):
             if split is not None:

@@ -13,11 +13,12 @@ logs and writes checkpoints.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -45,19 +46,19 @@ class Distributed:
     def enabled(self) -> bool:
         return self.world_size > 1
 
-    def shard(self, rows: int) -> tuple[slice, float]:
-        """This rank's contiguous share of a batch of ``rows`` rows, and its weight
-        (share of the rows). A rank left without rows (a batch smaller than the world) runs
-        the first row with weight 0, so that every rank reduces the same set of gradients."""
-        bounds = np.linspace(0, rows, self.world_size + 1).round().astype(int)
-        start, stop = int(bounds[self.rank]), int(bounds[self.rank + 1])
-        if stop == start:
-            return slice(0, 1), 0.0
-        return slice(start, stop), (stop - start) / rows
-
     def barrier(self) -> None:
         if self.enabled:
             dist.barrier()
+
+    @contextlib.contextmanager
+    def main_first(self) -> Iterator[None]:
+        """Rank 0 runs the block first (filling a cache, say) while the other ranks wait;
+        then they run it (reading what rank 0 wrote)."""
+        if not self.is_main:
+            self.barrier()
+        yield
+        if self.is_main:
+            self.barrier()
 
     def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
         """All-reduce (sum) in place; a no-op for one process."""

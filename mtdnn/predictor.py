@@ -128,7 +128,7 @@ class Predictor:
                      columns: dict[str, str] | None = None, fmt: str | None = None,
                      overwrite: bool = False, progress: bool = False) -> dict[str, Any]:
         """Score a data source as training reads it (canonical JSONL, a CSV, TSV or Parquet
-        file, or a :class:`~mtdnn.sources.DatasetSource`, with ``columns`` mapping the
+        file, or a :class:`~mtdnn.config.DatasetSource`, with ``columns`` mapping the
         tasks' fields to its columns) and write the predictions to ``output``: JSONL, CSV
         (``.csv``, or ``fmt``) or a GLUE TSV. Returns the count, speed and, for labelled
         input and one task, the metrics (also written beside the output)."""
@@ -326,12 +326,12 @@ def predict_file(checkpoints: list[Any], task_names: str | list[str], source: An
     several (the encoder runs once for all of them); write predictions (and, for labelled
     input scored by one task, metrics next to them). ``source`` is what training reads:
     canonical JSONL, a CSV, TSV or Parquet file, or a Hugging Face dataset split
-    (:class:`mtdnn.sources.DatasetSource`), with ``columns`` mapping the task's fields to
+    (:class:`mtdnn.config.DatasetSource`), with ``columns`` mapping the task's fields to
     its columns. The output is JSONL, CSV or a GLUE TSV (``fmt``, else by its suffix).
     Nothing is written if anything fails, and no input or existing file is overwritten
     unless ``overwrite``."""
-    from mtdnn.config import default_cache_dir
-    from mtdnn.sources import DatasetSource, canonical_path
+    from mtdnn.config import DatasetSource, default_cache_dir
+    from mtdnn.sources import canonical_path
 
     names = [task_names] if isinstance(task_names, str) else list(task_names)
     fmt = output_format(output_path, fmt)

@@ -53,6 +53,7 @@ def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = N
     from mtdnn.data import load_task_data
     from mtdnn.distributed import choose_device
     from mtdnn.randomness import seed_everything
+    from mtdnn.sources import canonical_files
     from mtdnn.task_def import select_tasks
 
     if checkpoint is not None:
@@ -60,7 +61,7 @@ def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = N
     tasks = select_tasks(config)
     seed_everything(config.seed)  # a fresh head is drawn from the run's seed: same table twice
     model, tokenizer = build_model(config, tasks, None)
-    data = load_task_data(config, tasks, tokenizer)[task_name]
+    data = load_task_data(config, tasks, tokenizer, canonical_files(config, tasks))[task_name]
     device, _ = choose_device(config)
     return Probed(config, tasks[task_name], model.to(device), data, device)
 

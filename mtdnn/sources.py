@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtdnn.config import DatasetSource, TrainConfig
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text, sha256_of
 from mtdnn.rows import Origin, validate_row
@@ -47,17 +48,8 @@ SOURCE_HINT = ("a .jsonl, .csv, .tsv or .parquet file, or "
                "{dataset: NAME, config: CONFIG, split: SPLIT}")
 
 
-@dataclass(frozen=True)
-class DatasetSource:
-    """A split of a Hugging Face dataset: ``datasets.load_dataset(dataset, config,
-    split=split)``."""
-
-    dataset: str
-    config: str | None = None
-    split: str = "train"
-
-
 Source = str | DatasetSource
+TaskFiles = tuple[Path, Path | None]  # a task's canonical train file and dev file (if any)
 
 
 @dataclass
@@ -88,6 +80,29 @@ def canonical_path(source: Source, task: TaskDef, columns: dict[str, str],
                  for example in canonical_rows(opened, task, columns, require_labels))
         atomic_write_text(target, "".join(lines))
     return target
+
+
+def task_sources(config: TrainConfig, task: str) -> tuple[Source, Source | None]:
+    """The train source and the dev source (``None`` if absent) of ``task``: its own, or
+    ``<data_dir>/<task>/{train,dev}.jsonl``."""
+    spec = config.tasks[task]
+    default = Path(config.data_dir) / task
+    train = spec.train or str(default / "train.jsonl")
+    if spec.dev:
+        return train, spec.dev
+    return train, (str(default / "dev.jsonl") if (default / "dev.jsonl").is_file() else None)
+
+
+def canonical_files(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[str, TaskFiles]:
+    """Each task's train and dev data as canonical JSONL files, converted into the cache
+    where a source is another form (every example needs its label)."""
+    files = {}
+    for name, task in tasks.items():
+        train, dev = task_sources(config, name)
+        columns, cache = config.tasks[name].columns, config.cache_folder
+        files[name] = (canonical_path(train, task, columns, cache, require_labels=True),
+                       dev and canonical_path(dev, task, columns, cache, require_labels=True))
+    return files
 
 
 def open_source(source: Source, label_column: str = "label") -> SourceRows:

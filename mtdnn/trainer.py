@@ -48,8 +48,9 @@ from mtdnn.randomness import seed_everything
 from mtdnn.run_dir import PlannedRun, RunDir, plan_run_dir
 from mtdnn.run_state import RunState
 from mtdnn.sampling import Step, training_sampler
+from mtdnn.sources import canonical_files
 from mtdnn.task_def import select_tasks
-from mtdnn.trackers import Trackers, check_trackers
+from mtdnn.trackers import Trackers
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,18 @@ log = logging.getLogger(__name__)
 def due(every: int | None, step: int) -> bool:
     """Whether a periodic action set to every ``every`` steps falls on ``step``."""
     return bool(every) and step % every == 0
+
+
+def rank_share(rows: int, rank: int, world_size: int) -> tuple[slice, float]:
+    """A rank's contiguous share of a minibatch of ``rows`` rows, and its weight (its
+    share of the rows: the loss weights below make the gradients summed over ranks the
+    whole minibatch's). A rank left without rows (a minibatch smaller than the world) runs
+    the first row with weight 0, so that every rank reduces the same set of gradients."""
+    bounds = np.linspace(0, rows, world_size + 1).round().astype(int)
+    start, stop = int(bounds[rank]), int(bounds[rank + 1])
+    if stop == start:
+        return slice(0, 1), 0.0
+    return slice(start, stop), (stop - start) / rows
 
 
 def checkpoint_due(config: TrainConfig, step: int, total_steps: int, epoch_end: bool
@@ -165,14 +178,16 @@ class TrainingRecipe:
         self.amp_dtype = AMP_DTYPES[precision]
         log.info("device %s, precision %s", self.device, precision)
         self.planned = plan_run_dir(config, self.resume_from)
-        check_trackers(config.report_to)
+        self.trackers = Trackers(config.report_to, self.planned.run, self.planned.settings)
         seed_everything(config.seed)
         self.tasks = select_tasks(config)
         self.model, self.tokenizer = build_model(config, self.tasks, self.resume_from)
         prepare_for_training(self.model, self.tokenizer, config, self.tasks, self.device)
         self.distributed.broadcast_parameters(self.model)
         torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
-        self.data = load_task_data(config, self.tasks, self.tokenizer, self.distributed)
+        with self.distributed.main_first():  # rank 0 fills the data cache, the others read it
+            files = canonical_files(config, self.tasks)
+            self.data = load_task_data(config, self.tasks, self.tokenizer, files)
         check_best_metric(config.best_metric, self.tasks, self.data)
         self.sampler = training_sampler(config, self.data)
         self.state = RunState(sampler_state=self.sampler.state_dict())
@@ -200,8 +215,6 @@ class TrainingRecipe:
         self.state.trained_by.append({"from_step": self.state.step,
                                       "code_version": code_version(),
                                       "machine": machine_description()})
-        self.trackers = (Trackers(config.report_to, self.run.path, self.state.step,
-                                  self.planned.settings) if self.main else None)
         self.stopped_early, self.resumed_from_step = False, self.state.step
         self.clock = TrainingClock(self.state)
         if config.compile:
@@ -279,7 +292,8 @@ class TrainingRecipe:
     def loss_backward(self, ref) -> tuple[str, torch.Tensor]:
         """One minibatch of one task: this rank's share, its loss, backward."""
         data = self.data[ref.task]
-        rows, share = self.distributed.shard(len(ref.indices))
+        distributed = self.distributed
+        rows, share = rank_share(len(ref.indices), distributed.rank, distributed.world_size)
         batch = {k: v[rows].to(self.device)
                  for k, v in get_batch(data.train, ref.indices, data.collator).items()}
         labels = batch.pop("labels")

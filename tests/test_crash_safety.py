@@ -35,6 +35,15 @@ runpy.run_path("train.py", run_name="__main__")
 """
 
 
+def scalar_steps(run: Path) -> dict[str, list[int]]:
+    """Each tensorboard scalar's steps, as tensorboard reads the run's event files."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tensorboard")).Reload()
+    return {tag: [event.step for event in events.Scalars(tag)]
+            for tag in events.Tags()["scalars"]}
+
+
 # fp32, and bf16 autocast (emulated where the CPU has no bf16: the same kernels either way,
 # so resume is exact in both); SMART's ε is above the bf16 floor in the bf16 run.
 PRECISIONS = {"fp32": ["precision=fp32"],
@@ -73,6 +82,9 @@ def test_kill_during_checkpoint_write_then_resume(prepared_data: Path, tiny_enco
         a, b = load_file(whole / "last" / name), load_file(killed / "last" / name)
         assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6, name
     assert (killed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
+    # tensorboard too: the events the killed run logged after step 2 are dropped
+    assert scalar_steps(killed) == scalar_steps(whole)
+    assert scalar_steps(whole)["eval/rte/accuracy"] == [2, 4, 5, 6, 8]  # 5: the epoch end
     assert f"precision: {precision}" in (killed / "last" / "config.yaml").read_text()
     # The summary counts the training of both processes, up to the step resumed from
     summary = json.loads((killed / "summary.json").read_text())

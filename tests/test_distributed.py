@@ -14,12 +14,12 @@ import pytest
 from safetensors.torch import load_file
 
 from conftest import REPO, head_jsonl
-from mtdnn.distributed import Distributed
+from mtdnn.trainer import rank_share
 
 
 def test_shards_cover_the_batch_with_weights_summing_to_one() -> None:
     for rows in (1, 2, 7, 32):
-        shards = [Distributed(rank, 2).shard(rows) for rank in range(2)]
+        shards = [rank_share(rows, rank, 2) for rank in range(2)]
         assert sum(weight for _, weight in shards) == 1.0
         covered = [i for piece, weight in shards if weight for i in range(rows)[piece]]
         assert covered == list(range(rows))

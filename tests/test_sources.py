@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from mtdnn.config import DatasetSource
 from mtdnn.errors import MtdnnError
-from mtdnn.sources import DatasetSource, canonical_path
+from mtdnn.sources import canonical_path
 from mtdnn.task_def import load_task_defs
 
 TASKS = load_task_defs()
