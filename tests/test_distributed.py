@@ -14,6 +14,7 @@ import pytest
 from safetensors.torch import load_file
 
 from conftest import REPO, head_jsonl
+from mtdnn.distributed import Distributed
 from mtdnn.trainer import rank_share
 
 
@@ -23,6 +24,16 @@ def test_shards_cover_the_batch_with_weights_summing_to_one() -> None:
         assert sum(weight for _, weight in shards) == 1.0
         covered = [i for piece, weight in shards if weight for i in range(rows)[piece]]
         assert covered == list(range(rows))
+
+
+def test_main_first_runs_the_block_on_rank_0_before_the_others(monkeypatch) -> None:
+    events = []
+    monkeypatch.setattr(Distributed, "barrier", lambda self: events.append((self.rank, "wait")))
+    for rank in (0, 1):
+        with Distributed(rank, 2).main_first():
+            events.append((rank, "fill the cache"))
+    # rank 0 fills the cache, then meets rank 1 at the barrier; rank 1 reads only after it
+    assert events == [(0, "fill the cache"), (0, "wait"), (1, "wait"), (1, "fill the cache")]
 
 
 def free_port() -> int:
