@@ -96,10 +96,10 @@ def task_sources(config: TrainConfig, task: str) -> tuple[Source, Source | None]
 def canonical_files(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[str, TaskFiles]:
     """Each task's train and dev data as canonical JSONL files, converted into the cache
     where a source is another form (every example needs its label)."""
-    files = {}
+    files, cache = {}, config.cache_folder
     for name, task in tasks.items():
         train, dev = task_sources(config, name)
-        columns, cache = config.tasks[name].columns, config.cache_folder
+        columns = config.tasks[name].columns
         files[name] = (canonical_path(train, task, columns, cache, require_labels=True),
                        dev and canonical_path(dev, task, columns, cache, require_labels=True))
     return files
