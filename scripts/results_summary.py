@@ -69,10 +69,18 @@ FINDINGS = [
      "table-4-glue"),
     ("paper_table4", "MT-DNN-SMART beats SMART alone", "mt-dnn-smart", "smart", T4,
      "table-4-glue"),
+    ("paper_table4", "SMART beats plain fine-tuning on GLUE, scaled teacher", "smart-scaled",
+     "plain", T4, "table-4-glue"),
+    ("paper_table4", "MT-DNN-SMART beats MT-DNN, scaled teacher", "mt-dnn-smart-scaled",
+     "mt-dnn", T4, "table-4-glue"),
+    ("paper_table4", "MT-DNN-SMART beats SMART alone, scaled teacher", "mt-dnn-smart-scaled",
+     "smart-scaled", T4, "table-4-glue"),
     ("paper_table5", "MT-DNN adapts to a new domain with less data than the encoder",
      "mt-dnn", "encoder", T5, "table-5-domain-adaptation"),
     ("paper_table5", "MT-DNN-SMART adapts better than MT-DNN", "mt-dnn-smart", "mt-dnn", T5,
      "table-5-domain-adaptation"),
+    ("paper_table5", "MT-DNN-SMART adapts better than MT-DNN, scaled teacher",
+     "mt-dnn-smart-scaled", "mt-dnn", T5, "table-5-domain-adaptation"),
 ]
 
 
@@ -112,6 +120,18 @@ def cell(config: ExperimentConfig, found: list[dict], arm: str, other: str, labe
     return f"{label}: {theirs:+.1f} → {gap:+.1f} ({shown}) {verdict}", verdict
 
 
+def finding_verdict(verdicts: list[str]) -> str:
+    """A finding's verdict from its columns': ✓ or ✗ when every tested column agrees, else
+    the counts; while some columns are untested, only the counts (no verdict on part)."""
+    tested = [v for v in verdicts if v in ("✓", "✗")]
+    if not tested:
+        return "untested"
+    if "untested" in verdicts or len(set(tested)) > 1:
+        return ", ".join(f"{verdicts.count(v)} {v}" for v in ("✓", "✗", "untested")
+                         if v in verdicts)
+    return tested[0]
+
+
 def summary() -> str:
     lines = ["| finding (paper) | the paper's difference → ours, by column | verdict |",
              "|---|---|---|"]
@@ -123,11 +143,7 @@ def summary() -> str:
         verdicts = [verdict for _, verdict in cells]
         for verdict in verdicts:
             counts[verdict] += 1
-        tested = [v for v in verdicts if v in ("✓", "✗")]
-        overall = "untested" if not tested else (
-            "✓" if all(v == "✓" for v in tested) else
-            "✗" if all(v == "✗" for v in tested) else
-            f"{tested.count('✓')} ✓, {tested.count('✗')} ✗")
+        overall = finding_verdict(verdicts)
         table = experiment.replace("paper_table", "Table ")
         lines.append(f"| {finding} ({table}; {arm} − {other}) | "
                      + "; ".join(text for text, _ in cells)

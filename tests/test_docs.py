@@ -108,3 +108,12 @@ def test_a_finding_whose_runs_are_not_all_in_has_no_verdict_yet(tmp_path: Path) 
                                         "rte accuracy")[0]
     staged.append(run("staged", 1, 0.71, 8))
     assert cell(config, plain + staged, "staged", "plain", "rte accuracy")[1] == "✓"
+
+
+def test_a_finding_with_columns_still_running_gets_counts_not_a_verdict() -> None:
+    verdict = summary_script().finding_verdict
+    assert verdict(["✓", "✓", "no sign"]) == "✓"
+    assert verdict(["✗", "no sign"]) == "✗"
+    assert verdict(["✓", "✗", "✓"]) == "2 ✓, 1 ✗"
+    assert verdict(["✓", "untested", "untested"]) == "1 ✓, 2 untested"
+    assert verdict(["untested", "no sign"]) == "untested"
