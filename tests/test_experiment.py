@@ -802,3 +802,18 @@ def test_a_grid_run_logs_lines_not_a_progress_bar(tmp_path: Path) -> None:
     cell = Cell(arm="plain", task="rte", subset="full", seed=1, stage_seed=None)
     keys = run_keys(config, cell, {"file": "rte_train.jsonl"}, None, tmp_path / "out" / "x")
     assert resolve_config(keys).progress_bar is False
+
+
+def test_a_table_of_part_of_its_grid_says_whose_runs_are_to_come() -> None:
+    from mtdnn.experiment import load_experiment
+    from mtdnn.experiment.results import grid_progress
+
+    config = load_experiment(None, ["tasks=[rte]", "seeds=[1,2,3]",
+                                    "arms={plain: null, smart: null}"])
+    sizes = {"rte": {"full": {"available": True}}}
+    runs = [{"arm": "plain", "seed": seed} for seed in (1, 2, 3)] + [{"arm": "smart", "seed": 1}]
+    assert grid_progress(config, sizes, runs).startswith(
+        "**Part of the grid:** 4 of 6 runs are in; "
+        "arms with fewer runs than planned: smart 1 of 3.")
+    runs += [{"arm": "smart", "seed": seed} for seed in (2, 3)]
+    assert grid_progress(config, sizes, runs) == ""

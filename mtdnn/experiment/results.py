@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 from mtdnn import tables
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import Agreement, ExperimentConfig, task_subsets
-from mtdnn.experiment.grid import grid_tasks
+from mtdnn.experiment.grid import cells, grid_tasks
 from mtdnn.experiment.records import RECORD, collect, realizations, stage_folder, stage_record
 from mtdnn.files import atomic_write_text, make_output_dir
 
@@ -36,6 +37,22 @@ def stage_rows(stages: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, d
             label = "no fine-tuning" + (f"; {count} realizations" if count > 1 else "")
             rows[f"stage {name} seed {record['seed']} ({label})"] = record["metrics"]
     return rows
+
+
+def grid_progress(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]],
+                  records: list[dict[str, Any]]) -> str:
+    """A paragraph that says a table is of part of its grid, and which arms have fewer runs
+    than planned (empty once every run is in): a mean over 3 of 5 seeds reads like one over 5."""
+    planned = Counter(cell.arm for cell in cells(config, sizes))
+    done = Counter(record["arm"] for record in records)
+    short = [f"{arm} {done[arm]} of {count}" for arm, count in planned.items()
+             if done[arm] < count]
+    if not short:
+        return ""
+    finished = sum(min(done[arm], count) for arm, count in planned.items())
+    return (f"**Part of the grid:** {finished} of {sum(planned.values())} runs are in; arms "
+            f"with fewer runs than planned: {', '.join(short)}. Their rows, differences and "
+            "tests are over the runs that are in.\n\n")
 
 
 def write_report(config: ExperimentConfig,
@@ -62,6 +79,7 @@ def write_report(config: ExperimentConfig,
         found = tables.task_columns(records, list(config.tasks))
         columns = {f"{t} {m}": (t, m, None) for t, m in found}
         plot_arms(records, found, arms, out / "results.png")
+    table = grid_progress(config, sizes, records) + table
     table += tables.stage_terms_table(stages)
     pairs = tables.arm_pairs(arms, config.baseline)
     table += tables.paired_table(pairs, columns, records)
