@@ -804,7 +804,7 @@ def test_a_grid_run_logs_lines_not_a_progress_bar(tmp_path: Path) -> None:
     assert resolve_config(keys).progress_bar is False
 
 
-def test_a_table_of_part_of_its_grid_says_whose_runs_are_to_come() -> None:
+def test_a_table_of_part_of_its_grid_names_the_arms_with_runs_missing() -> None:
     from mtdnn.experiment import load_experiment
     from mtdnn.experiment.results import grid_progress
 

@@ -49,8 +49,7 @@ def grid_progress(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str,
              if done[arm] < count]
     if not short:
         return ""
-    finished = sum(min(done[arm], count) for arm, count in planned.items())
-    return (f"**Part of the grid:** {finished} of {sum(planned.values())} runs are in; arms "
+    return (f"**Part of the grid:** {len(records)} of {sum(planned.values())} runs are in; arms "
             f"with fewer runs than planned: {', '.join(short)}. Their rows, differences and "
             "tests are over the runs that are in.\n\n")
 
