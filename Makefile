@@ -21,8 +21,10 @@ $(STAMP): setup.cfg pyproject.toml
 
 venv: $(STAMP)
 
+# One worker per core (at most 4: each holds its own torch), a test file per worker at a
+# time, so that a file's shared fixtures are built once.
 test: venv
-	$(PY) -m pytest -q --durations=15 tests
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile --durations=15 tests
 
 data: venv
 	$(PY) -m mtdnn.data_prep all --raw-dir $(RAW_DATA) --out-dir $(DATA)

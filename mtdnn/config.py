@@ -352,6 +352,11 @@ class TrainConfig:
     eval_batch_size: int = key(
         128, "examples per batch when evaluating", _positive("eval_batch_size")
     )
+    # A quick look at a long dev set (a first try, a debugging run), as max_eval_samples in
+    # Hugging Face's examples: the scores then cover those examples only, and the log says so.
+    max_eval_examples: int | None = key(
+        None, "score only the first N examples of each dev set", _positive("max_eval_examples")
+    )
     max_seq_len: int = key(
         128,
         "tokens per example; longer pairs are truncated longest-first",

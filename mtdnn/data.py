@@ -14,7 +14,7 @@ import json
 import logging
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -292,4 +292,9 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
             if split is not None:
                 log.info("%s: %s, %d examples, %d truncated%s", name, split.path, len(split),
                          split.num_truncated, " (cached)" if split.from_cache else "")
+        limit = config.max_eval_examples
+        if dev is not None and limit is not None and len(dev) > limit:
+            log.info("%s: scoring the first %d of its %d dev examples (max_eval_examples)",
+                     name, limit, len(dev))
+            data[name].dev = replace(dev, dataset=dev.dataset.select(range(limit)))
     return data

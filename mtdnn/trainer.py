@@ -93,21 +93,38 @@ def train(config: TrainConfig) -> dict[str, Any]:
         raise RunDir(Path(config.output_dir)).interrupted() from None
     finally:  # also after a failure: detach the run's log file, leave the process group
         if recipe.run_log is not None:
-            logging.getLogger().removeHandler(recipe.run_log)
-            recipe.run_log.close()
+            recipe.run_log.detach()
         if recipe.distributed is not None:
             shutdown(recipe.distributed)
 
 
-def attach_run_log(planned: PlannedRun, config: TrainConfig) -> logging.Handler:
+class RunLog(logging.FileHandler):
+    """``<run>/train.log`` for as long as the run lasts. A run started from Python, where
+    logging is not set up (so the package's INFO records would be dropped), still writes its
+    whole log there; the package's level is put back when the run ends."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
+                                            datefmt="%Y-%m-%d %H:%M:%S"))
+        self.package = logging.getLogger("mtdnn")
+        self.package_level = self.package.level
+        if self.package.getEffectiveLevel() > logging.INFO:
+            self.package.setLevel(logging.INFO)
+        logging.getLogger().addHandler(self)
+
+    def detach(self) -> None:
+        logging.getLogger().removeHandler(self)
+        self.package.setLevel(self.package_level)
+        self.close()
+
+
+def attach_run_log(planned: PlannedRun, config: TrainConfig) -> RunLog:
     """Everything the run logs, also in ``<run>/train.log`` (appended to when resumed),
     which opens with the full resolved config; the screen gets a one-line summary."""
     run_dir = planned.run.path
-    handler = logging.FileHandler(planned.run.log, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
-                                           datefmt="%Y-%m-%d %H:%M:%S"))
+    handler = RunLog(planned.run.log)
     handler.stream.write(f"resolved config:\n{planned.config_yaml}\n")
-    logging.getLogger().addHandler(handler)
     smart = (f"SMART ε {config.smart.epsilon:g}, λ_s {config.smart.adv_weight:g}, μ "
              f"{config.smart.bregman_weight:g}, teacher {config.smart.teacher_schedule}"
              if config.smart.enabled else "no SMART")
@@ -161,7 +178,7 @@ class TrainingRecipe:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
         self.distributed: Distributed | None = None
-        self.run_log: logging.Handler | None = None
+        self.run_log: RunLog | None = None
 
     # -- setup ------------------------------------------------------------------------------
 

@@ -949,7 +949,8 @@ def last_error_line(stderr: str) -> str:
 def shorten_paths(text: str, tmp_root: Path) -> str:
     """Temporary folders differ from run to run; the table shows them as ``<tmp>``."""
     text = text.replace(str(tmp_root), "<tmp>")
-    return re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/\s']+", "<tmp>", text)
+    # a pytest-xdist worker's folders sit one level deeper (popen-gw0/...)
+    return re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/(?:popen-gw\d+/)?[^/\s']+", "<tmp>", text)
 
 
 def write_table(path: Path, context: dict, tmp_root: Path) -> None:

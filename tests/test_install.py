@@ -101,14 +101,17 @@ def test_pip_install_gives_commands_that_work_outside_the_repo(
         "print(sorted(out[0]))")], cwd=work, capture_output=True, text=True)
     assert both.returncode == 0, both.stderr[-3000:]
     assert both.stdout.strip() == "['rte', 'sst2']"
-    # the README's Python example, verbatim, with the installed package
-    from test_readme import blocks
+    # the README's Python example (verbatim, its prediction printed), installed package
+    from test_readme import python_example
 
-    (example,) = [b for b in blocks("python") if "from mtdnn import" in b]
     (work / "data").symlink_to(prepared_data)
-    (work / "example.py").write_text(example)
+    (work / "example.py").write_text(python_example())
     ran = subprocess.run([str(python), "example.py"], cwd=work, capture_output=True, text=True,
                          env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
                               "MTDNN_CACHE": str(work / "cache")})
     assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "'rte': {'prediction'" in ran.stdout and "'mnli': {'prediction'" in ran.stdout
     assert (work / "runs" / "api_demo" / "best" / "checkpoint.json").is_file()
+    # from Python too, the run's log has its lines (its dev scores, on 500 MNLI pairs)
+    assert 'INFO step 10 epoch 0 dev {"rte": {"accuracy":' in \
+        (work / "runs" / "api_demo" / "train.log").read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -107,6 +108,35 @@ def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir:
     # 80 examples trained; the rate excludes the two evaluations and checkpoints
     assert summary["train_examples_per_s"] == pytest.approx(80 / summary["train_seconds"], rel=0.01)
     assert summary["train_seconds"] > 0
+
+
+def test_max_eval_examples_scores_the_first_rows_of_each_dev_set(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import mtdnn.trainer
+
+    caplog.set_level("INFO", logger="mtdnn.data")  # the data lines come before the run's log
+
+    scored = []
+    real_evaluate = mtdnn.trainer.evaluate_tasks
+
+    def recording_evaluate(model, data, *args, **kwargs):
+        scored.append(list(data["rte"].dev.dataset["uid"]))
+        return real_evaluate(model, data, *args, **kwargs)
+
+    monkeypatch.setattr(mtdnn.trainer, "evaluate_tasks", recording_evaluate)
+    summary, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "epochs=1",
+                                  "max_eval_examples=7")
+    rows = [json.loads(line) for line in (tmp_path / "rte.jsonl").read_text().splitlines()]
+    assert scored == [[str(row["uid"]) for row in rows[:7]]]
+    assert round(summary["last"]["metrics"]["rte"]["accuracy"] * 7, 6).is_integer()
+    assert "rte: scoring the first 7 of its 40 dev examples (max_eval_examples)" in caplog.text
+    # called from Python with logging not set up, the run's log still has the run's lines;
+    # the package's level is put back when the run ends
+    log = (tmp_path / "run/train.log").read_text()
+    assert "INFO step 2 epoch 1 dev {\"rte\": {\"accuracy\"" in log
+    assert logging.getLogger("mtdnn").level == logging.NOTSET
+    assert "max_eval_examples: 7" in (tmp_path / "run/config.yaml").read_text()
 
 
 def record_saves(monkeypatch) -> list[dict]:
