@@ -1,8 +1,9 @@
 """The README's examples run: every YAML block loads as what it is (a task definition, a
-run config or an experiment), the inline-task and Python examples run on tiny data, its
-command lines run as written from a fresh folder (those that download or train for hours
-resolve their configs as the command would), and every command line of the README and the
-docs names a module and flags that exist."""
+run config or an experiment), the inline-task example runs on tiny data (the Python example
+runs in tests/test_install.py, from the installed wheel), its command lines run as written
+from a fresh folder (those that download or train for hours resolve their configs as the
+command would), and every command line of the README and the docs names a module and flags
+that exist."""
 
 from __future__ import annotations
 
