@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mtdnn.checkpoint import continue_keys, keep_model_only
 from mtdnn.config import merged, resolve_config
 from mtdnn.engines import Job, Outcome, run_jobs
 from mtdnn.errors import MtdnnError
@@ -150,6 +149,8 @@ def start_point(config: ExperimentConfig, cell: Cell) -> tuple[Path | None, str 
 
 def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
              init: Path | None, folder: Path) -> dict[str, Any]:
+    from mtdnn.checkpoint import continue_keys  # torch: planning and reports do without it
+
     keys = merged(config.train, config.arms[cell.arm].train)
     if cell.task != MULTITASK:
         keys["tasks"] = {cell.task: {"train": entry["file"],
@@ -164,6 +165,8 @@ def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
 def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
              init: Path | None, fingerprint: str | None) -> dict[str, Any]:
     """Train one run (resuming it if it was interrupted); write its record."""
+    from mtdnn.checkpoint import keep_model_only
+
     folder = Path(config.output_dir) / cell.folder
     keys = run_keys(config, cell, entry, init, folder)
     started = time.perf_counter()

@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from mtdnn.checkpoint import weights_fingerprint
 from mtdnn.config import SmartConfig, with_former_teacher
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import (
@@ -19,7 +18,6 @@ from mtdnn.experiment.config import (
 )
 from mtdnn.experiment.grid import Cell, cells, task_file
 from mtdnn.files import atomic_write_json, read_json
-from mtdnn.objective import LOGGED_TERMS
 from mtdnn.provenance import code_version
 from mtdnn.run_dir import RunDir
 from mtdnn.schema import to_dict
@@ -125,6 +123,8 @@ def what_ran(run: RunDir, summary: dict[str, Any], smart: SmartConfig) -> dict[s
     preset table of its day: the resolved SMART settings, the logged size of each SMART
     term, the teacher's share of the start weights at the end, the dev predictions' mean
     entropy, and the code and machines that trained it."""
+    from mtdnn.objective import LOGGED_TERMS  # (torch: a run has just trained)
+
     return {"smart_terms": run.logged_terms(LOGGED_TERMS),
             "smart_settings": to_dict(smart) if smart.enabled else None,
             "teacher_start_share": summary.get("teacher_start_share"),
@@ -223,6 +223,8 @@ def start_fingerprints(config: ExperimentConfig, running: bool
                 if record is not None:
                     prints[(arm, seed)] = record["weights_fingerprint"]
         elif Path(spec.init).is_dir():
+            from mtdnn.checkpoint import weights_fingerprint
+
             prints[(arm, None)] = weights_fingerprint(Path(spec.init))
         elif running:
             raise MtdnnError(f"arm '{arm}' starts from a checkpoint that is not there",

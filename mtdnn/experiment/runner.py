@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mtdnn.checkpoint import keep_model_only
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import (
     MULTITASK,
@@ -78,6 +77,8 @@ def run_experiment(config: ExperimentConfig, stages_only: bool = False,
             if path.is_relative_to(config.output_dir):
                 finished_here.append(path.parent)
     if config.finished_runs_keep == "model":
+        from mtdnn.checkpoint import keep_model_only  # (torch: only when there is work)
+
         freed = sum(keep_model_only(folder) for folder in finished_here)
         if freed:
             log.info("finished_runs_keep: model: %.1f GB of resumable state and best "

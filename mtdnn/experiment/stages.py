@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mtdnn.checkpoint import continue_keys, weights_fingerprint
 from mtdnn.config import resolve_config
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import ExperimentConfig, stage_run_keys, stage_train_keys
@@ -34,6 +33,7 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
     weights are not here. A stage re-trained (e.g. on another machine, after its weights
     were deleted) must come out with the weights its finished runs started from, unless
     ``retrained_stages: accept`` (then it is another realization of the stage)."""
+    from mtdnn.checkpoint import continue_keys, weights_fingerprint
     from mtdnn.trainer import train
 
     folder = stage_folder(config, name, seed)
