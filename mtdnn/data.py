@@ -287,7 +287,6 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
         collator = Collator(tokenizer.pad_token_id, getattr(torch, task.task_type.target_dtype))
         train, dev = [path and load_split(path, task, tokenizer, config.max_seq_len, cache)
                       for path in files[name]]
-        data[name] = TaskSplits(train, dev, collator)
         for split in (train, dev):
             if split is not None:
                 log.info("%s: %s, %d examples, %d truncated%s", name, split.path, len(split),
@@ -296,5 +295,6 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
         if dev is not None and limit is not None and len(dev) > limit:
             log.info("%s: scoring the first %d of its %d dev examples (max_eval_examples)",
                      name, limit, len(dev))
-            data[name].dev = replace(dev, dataset=dev.dataset.select(range(limit)))
+            dev = replace(dev, dataset=dev.dataset.select(range(limit)))
+        data[name] = TaskSplits(train, dev, collator)
     return data

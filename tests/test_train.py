@@ -125,8 +125,8 @@ def test_max_eval_examples_scores_the_first_rows_of_each_dev_set(
         return real_evaluate(model, data, *args, **kwargs)
 
     monkeypatch.setattr(mtdnn.trainer, "evaluate_tasks", recording_evaluate)
-    summary, evals = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "epochs=1",
-                                  "max_eval_examples=7")
+    summary, _ = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "epochs=1",
+                              "max_eval_examples=7")
     rows = [json.loads(line) for line in (tmp_path / "rte.jsonl").read_text().splitlines()]
     assert scored == [[str(row["uid"]) for row in rows[:7]]]
     assert round(summary["last"]["metrics"]["rte"]["accuracy"] * 7, 6).is_integer()
