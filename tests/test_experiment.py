@@ -817,3 +817,28 @@ def test_a_table_of_part_of_its_grid_names_the_arms_with_runs_missing() -> None:
         "arms with fewer runs than planned: smart 1 of 3.")
     runs += [{"arm": "smart", "seed": seed} for seed in (2, 3)]
     assert grid_progress(config, sizes, runs) == ""
+
+
+def test_max_runs_per_cell_keeps_the_first_runs_of_each_arm_varying_the_stage_seed(
+        tmp_path: Path) -> None:
+    from mtdnn.errors import MtdnnError
+    from mtdnn.experiment import load_experiment
+    from mtdnn.experiment.grid import cells
+
+    config = tmp_path / "table.yaml"
+    config.write_text(yaml.safe_dump({
+        "tasks": ["rte", "mrpc"], "seeds": [13, 14], "max_runs_per_cell": {"rte full": 3},
+        "stages": {"mt": {"train": {"tasks": ["rte", "mrpc"]}, "seeds": [13, 14, 15]}},
+        "arms": {"plain": None, "mt-dnn": {"init": "stage:mt"}}}))
+    grid = load_experiment(config, [])
+    available = {t: {"full": {"available": True}} for t in ("rte", "mrpc")}
+    runs = {(c.arm, c.task, c.seed, c.stage_seed) for c in cells(grid, available)}
+    # rte: plain's two seeds (under the cap), mt-dnn's seed 13 on each stage seed
+    assert {r for r in runs if r[1] == "rte"} == {
+        ("plain", "rte", 13, None), ("plain", "rte", 14, None), ("mt-dnn", "rte", 13, 13),
+        ("mt-dnn", "rte", 13, 14), ("mt-dnn", "rte", 13, 15)}
+    assert sum(r[1] == "mrpc" for r in runs) == 2 + 6  # no cap: every seed on every stage
+    with pytest.raises(MtdnnError, match="cell 'rte 1pct', which the grid does not have"):
+        load_experiment(config, ["max_runs_per_cell={rte 1pct: 3}"])
+    with pytest.raises(MtdnnError, match="at least one run"):
+        load_experiment(config, ["max_runs_per_cell={rte full: 0}"])

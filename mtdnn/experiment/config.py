@@ -81,6 +81,10 @@ class ExperimentConfig:
     subsets: tuple[str, ...] | dict[str, tuple[str, ...]] = (FULL,)
     subset_seed: int = 13
     seeds: tuple[int, ...] = (13, 14, 15)
+    # "task subset" -> N: only the first N runs of each arm in that cell, seed-major (a
+    # stage arm: its first fine-tuning seed on each stage seed), for a column too costly
+    # for the full seed protocol, e.g. {scitail 100pct: 3}
+    max_runs_per_cell: dict[str, int] = field(default_factory=dict)
     stages: dict[str, Stage] = field(default_factory=dict)
     # task -> {train: file, dev: file} instead of <data_dir>/<task>/{train,dev}.jsonl (e.g. a
     # tuning split drawn from train with `data_prep subsets --holdout` as dev)
@@ -163,6 +167,7 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
     for task in config.tasks:
         task_subsets(config, task)  # every task has its subsets
     check_seeds_and_folders(config, path)
+    check_runs_per_cell(config, path)
     if config.baseline is not None and config.baseline not in config.arms:
         raise MtdnnError(f"baseline '{config.baseline}' is not an arm", file=path,
                          key="baseline", allowed=", ".join(config.arms))
@@ -286,6 +291,19 @@ def check_paper(config: ExperimentConfig, path: str | Path | None) -> None:
                 raise MtdnnError(f"paper.{arm} names column '{label}', which the table does not "
                                  "have", file=path, key=f"paper.{arm}.{label}",
                                  allowed=", ".join(allowed))
+
+
+def check_runs_per_cell(config: ExperimentConfig, path: str | Path | None) -> None:
+    """``max_runs_per_cell`` names cells of the grid, each with at least one run."""
+    allowed = [f"{t} {s}" for t in config.tasks or (MULTITASK,) for s in task_subsets(config, t)]
+    for label, count in config.max_runs_per_cell.items():
+        if label not in allowed:
+            raise MtdnnError(f"max_runs_per_cell names cell '{label}', which the grid does "
+                             "not have", file=path, key=f"max_runs_per_cell.{label}",
+                             allowed=", ".join(allowed))
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise MtdnnError(f"found {count!r}: a cell needs at least one run", file=path,
+                             key=f"max_runs_per_cell.{label}", allowed="an integer >= 1")
 
 
 def task_subsets(config: ExperimentConfig, task: str) -> tuple[str, ...]:

@@ -97,14 +97,17 @@ def cells(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]])
             for subset in task_subsets(config, task):
                 if not sizes[task][subset]["available"]:
                     continue
+                seeds = run_seeds(config, arm)
+                cap = config.max_runs_per_cell.get(f"{task} {subset}")
                 out += [Cell(arm, task, subset, seed, stage_seed)
-                        for seed, stage_seed in run_seeds(config, arm)]
+                        for seed, stage_seed in seeds[:cap]]
     return sorted(out, key=lambda c: (c.seed, c.stage_seed or 0, list(config.arms).index(c.arm)))
 
 
 def run_seeds(config: ExperimentConfig, arm: str) -> list[tuple[int, int | None]]:
     """The (seed, stage seed) of each run of ``arm`` in one task and subset: its seeds, each
-    from every seed of its stage (stage seed None for an arm that starts from no stage)."""
+    from every seed of its stage (stage seed None for an arm that starts from no stage),
+    seed-major, so that the first N vary the stage seed first."""
     stage = stage_of(config, arm)
     stage_seeds = config.stages[stage].seeds if stage else (None,)
     return [(seed, stage_seed) for seed in config.arms[arm].seeds or config.seeds
