@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import pickle
+import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -235,11 +237,48 @@ def saved_run_config(path: Path) -> dict[str, Any]:
     return {**PREDICTION_DEFAULTS, **(saved if isinstance(saved, dict) else {})}
 
 
+def state_types() -> list[Any]:
+    """The types besides torch's own that a saved training state holds, and nothing else:
+    numpy's (its generator state is an array of uint32 words; dev metrics may be numpy
+    scalars) and torch's version string (the machine each step was trained on)."""
+    import numpy as np
+    from torch.torch_version import TorchVersion
+
+    core = getattr(np, "_core", None) or np.core
+    return [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype,
+            *(type(np.dtype(kind)) for kind in (np.uint32, np.int64, np.float64, np.float32)),
+            TorchVersion]
+
+
+def load_training_state(file: Path) -> dict[str, Any]:
+    """``training_state.pt`` through torch's weights-only unpickler: tensors, containers,
+    numbers and strings, and the numpy types of :func:`state_types`. A pickle can name
+    any function to call while it loads; a file that names anything else is refused before
+    any of it runs, so resuming from a folder someone else wrote cannot run their code."""
+    try:
+        with torch.serialization.safe_globals(state_types()):
+            saved = torch.load(file, weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"GLOBAL ([\w.]+)", str(error))
+        raise MtdnnError(
+            "refused to load this training state: it asks to call "
+            f"{found.group(1) if found else 'a function'} while it is read, which a training "
+            "state written by mtdnn never does; loading it could run code from whoever wrote "
+            "the file", file=file, key="resume",
+            allowed="a checkpoint written by mtdnn; or start afresh from its weights with "
+                    "init_checkpoint=<the checkpoint folder> instead of resume") from None
+    if not isinstance(saved, dict) or not {"run", "optimizer", "rng"} <= set(saved):
+        raise MtdnnError("not a training state written by mtdnn (no run, optimizer and rng "
+                         "entries)", file=file, key="resume",
+                         allowed="the last/ checkpoint of an mtdnn run")
+    return saved
+
+
 def restore_training_state(path: Path, optimizer: torch.optim.Optimizer, scheduler: Any,
                            scaler: torch.amp.GradScaler, teacher: MeanTeacher | None
                            ) -> RunState:
     """Load ``training_state.pt`` (and the teacher) of checkpoint ``path`` into the run."""
-    saved = torch.load(path / STATE_FILE, weights_only=False)
+    saved = load_training_state(path / STATE_FILE)
     optimizer.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])
     scaler.load_state_dict(saved["scaler"])

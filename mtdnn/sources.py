@@ -28,6 +28,7 @@ How files are read:
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import math
@@ -40,7 +41,7 @@ from mtdnn.config import DatasetSource, TrainConfig
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text, sha256_of
 from mtdnn.rows import Origin, validate_row
-from mtdnn.task_def import TaskDef
+from mtdnn.task_def import TaskDef, definition_fingerprint
 
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 SOURCES_FORMAT = 2  # bump when a source converts differently
@@ -103,6 +104,40 @@ def canonical_files(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[str,
         files[name] = (canonical_path(train, task, columns, cache, require_labels=True),
                        dev and canonical_path(dev, task, columns, cache, require_labels=True))
     return files
+
+
+def input_fingerprints(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[str, str]:
+    """What a run reads, by content, for its record: each task's definition as loaded, and
+    each train and dev source by the name the config gives it (a file's sha256; a
+    dataset's fingerprint from ``datasets``). A launch compares them with the files as they
+    are now, so that a finished run is not reused after its data changed."""
+    found = {}
+    for name, task in tasks.items():
+        found[f"task definition {name}"] = definition_fingerprint(task)
+        for source in task_sources(config, name):
+            if source is not None:
+                found.update([source_fingerprint(source)])
+    return found
+
+
+def source_fingerprint(source: Source) -> tuple[str, str]:
+    """``source``'s name and a digest of its content ("missing" for a file not there)."""
+    if isinstance(source, DatasetSource):
+        opened = open_source(source)
+        return opened.name, opened.identity
+    path = Path(source)
+    if not path.is_file():
+        return str(source), "missing"
+    stat = path.stat()
+    return str(source), "sha256:" + _file_digest(str(path.resolve()), stat.st_size,
+                                                 stat.st_mtime_ns)
+
+
+@functools.cache
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """A file's sha256, once per process while its size and time stay (a grid's records
+    share their dev files)."""
+    return sha256_of(path)
 
 
 def open_source(source: Source, label_column: str = "label") -> SourceRows:

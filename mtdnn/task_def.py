@@ -14,10 +14,12 @@ allowed.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
+import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -75,6 +77,14 @@ class TaskDef:
     def num_outputs(self) -> int:
         """Width of the head: one logit per label, or one score for regression."""
         return self.task_type.labels.width(self.labels)
+
+
+def definition_fingerprint(task: TaskDef) -> str:
+    """A digest of the definition as loaded: another label order, type or input field is
+    another definition (a head trained on one does not answer for the other); the
+    description is not part of it."""
+    fields = {k: v for k, v in asdict(task).items() if k != "description"}
+    return "sha256:" + hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
 def _validate(task: TaskDef, source: Path) -> None:

@@ -48,7 +48,7 @@ from mtdnn.randomness import seed_everything
 from mtdnn.run_dir import PlannedRun, RunDir, plan_run_dir
 from mtdnn.run_state import RunState
 from mtdnn.sampling import Step, training_sampler
-from mtdnn.sources import canonical_files
+from mtdnn.sources import canonical_files, input_fingerprints
 from mtdnn.task_def import select_tasks
 from mtdnn.trackers import Trackers
 
@@ -204,6 +204,7 @@ class TrainingRecipe:
         torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
         with self.distributed.main_first():  # rank 0 fills the data cache, the others read it
             files = canonical_files(config, self.tasks)
+            self.inputs = input_fingerprints(config, self.tasks) if self.main else {}
             self.data = load_task_data(config, self.tasks, self.tokenizer, files)
         check_best_metric(config.best_metric, self.tasks, self.data)
         self.sampler = training_sampler(config, self.data)
@@ -487,7 +488,7 @@ class TrainingRecipe:
                    # the process that finished the run: the last to start or resume it
                    "machine": state.trained_by[-1]["machine"],
                    "code_version": state.trained_by[-1]["code_version"],
-                   "trained_by": state.trained_by}
+                   "trained_by": state.trained_by, "inputs": self.inputs}
         if self.teacher is not None:
             summary["teacher_start_share"] = self.teacher.start_share
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "

@@ -92,3 +92,38 @@ def test_kill_during_checkpoint_write_then_resume(prepared_data: Path, tiny_enco
     assert json.loads((whole / "summary.json").read_text())["resumed_from_step"] == 0
     assert summary["train_examples_per_s"] == pytest.approx(8 * 8 / summary["train_seconds"],
                                                             rel=0.01)
+
+
+# A training state whose unpickling would create a file: pickle calls what the file names.
+CRAFTED_STATE = """
+import sys, torch
+class CreatesAFile:
+    def __reduce__(self):
+        return (open, (sys.argv[2], "w"))
+torch.save({"run": CreatesAFile(), "optimizer": {}, "rng": {}}, sys.argv[1])
+"""
+
+
+def test_a_training_state_that_would_run_code_is_refused(prepared_data: Path,
+                                                         tiny_encoder_dir: Path,
+                                                         tmp_path: Path) -> None:
+    rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 16)
+    common = ["tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
+              f"encoder={tiny_encoder_dir}", "batch_size=8", "max_steps=2",
+              "progress_bar=false", f"cache_dir={tmp_path / 'cache'}"]
+    run = tmp_path / "run"
+    trained = subprocess.run([sys.executable, "train.py", *common, f"output_dir={run}"],
+                             cwd=REPO, capture_output=True, text=True)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    state, marker = run / "last" / "training_state.pt", tmp_path / "created-by-the-pickle"
+    subprocess.run([sys.executable, "-c", CRAFTED_STATE, str(state), str(marker)], check=True)
+    metrics = (run / "metrics.jsonl").read_text()
+    resumed = subprocess.run([sys.executable, "train.py", *common, "max_steps=4",
+                              f"output_dir={run}", f"resume={run}"], cwd=REPO,
+                             capture_output=True, text=True)
+    assert resumed.returncode == 2
+    assert not marker.exists()  # nothing of the file ran
+    error = resumed.stderr.strip().splitlines()[-1]
+    assert "training_state.pt" in error and "refused to load this training state" in error
+    assert "io.open" in error and "init_checkpoint" in error
+    assert (run / "metrics.jsonl").read_text() == metrics  # the run is as it was

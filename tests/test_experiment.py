@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import subprocess
@@ -842,3 +843,74 @@ def test_max_runs_per_cell_keeps_the_first_runs_of_each_arm_varying_the_stage_se
         load_experiment(config, ["max_runs_per_cell={rte 1pct: 3}"])
     with pytest.raises(MtdnnError, match="at least one run"):
         load_experiment(config, ["max_runs_per_cell={rte full: 0}"])
+
+
+@pytest.mark.slow
+def test_a_finished_run_whose_inputs_changed_is_refused_then_rerun_alone(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    from mtdnn.files import read_jsonl
+
+    rows = [row for _, row in read_jsonl(prepared_data / "rte/train.jsonl")][:16]
+    csv_file = tmp_path / "rte_train.csv"
+    with open(csv_file, "w", newline="") as handle:
+        csv.writer(handle).writerows([("sentence1", "sentence2", "label")] + [
+            (r["sentence1"], r["sentence2"], r["label"]) for r in rows])
+    definitions = tmp_path / "tasks.yaml"
+    definitions.write_text(yaml.safe_dump({
+        "rte": {"type": "classification", "labels": ["entailment", "not_entailment"],
+                "inputs": ["sentence1", "sentence2"]},
+        "mrpc": {"type": "classification", "labels": ["0", "1"],
+                 "inputs": ["sentence1", "sentence2"]}}))
+    files = {"rte": {"train": str(csv_file), "dev": str(head_jsonl(
+        prepared_data / "rte/dev.jsonl", tmp_path / "rte_dev.jsonl", 8))},
+             "mrpc": {"train": str(head_jsonl(prepared_data / "mrpc/train.jsonl",
+                                              tmp_path / "mrpc_train.jsonl", 16)),
+                      "dev": str(head_jsonl(prepared_data / "mrpc/dev.jsonl",
+                                            tmp_path / "mrpc_dev.jsonl", 8))}}
+    out = tmp_path / "grid"
+    config = tmp_path / "grid.yaml"
+    config.write_text(yaml.safe_dump({
+        "tasks": ["rte", "mrpc"], "task_files": files, "seeds": [3], "arms": {"plain": None},
+        "output_dir": str(out), "data_dir": str(prepared_data),
+        "train": {"encoder": str(tiny_encoder_dir), "task_defs": [str(definitions)],
+                  "max_steps": 2, "batch_size": 8, "progress_bar": False,
+                  "cache_dir": str(tmp_path / "cache")}}))
+    ran = experiment(config)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    first = json.loads((out / "plain/rte/full/seed3/result.json").read_text())
+    assert set(first["inputs"]) == {str(csv_file), files["rte"]["dev"], "task definition rte"}
+    mrpc_record = (out / "plain/mrpc/full/seed3/result.json").read_text()
+
+    # every label of the CSV flipped: the finished run is not reused without a word
+    flipped = csv_file.read_text().replace(",entailment", ",x").replace(",not_entailment",
+                                                                         ",entailment")
+    csv_file.write_text(flipped.replace(",x", ",not_entailment"))
+    refused = experiment(config)
+    assert refused.returncode == 2
+    error = refused.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: {csv_file}: 1 finished run of this grid was trained on "
+                            "inputs that have changed since")
+    assert "plain/rte/full/seed3" in error and "--rerun-changed" in error
+    assert "--keep-changed" in error and " run Cell" not in refused.stderr
+
+    kept = experiment(config, "--report-only")  # the tables say which runs are stale
+    assert kept.returncode == 0, kept.stderr[-3000:]
+    assert f"**Stale:** 1 run in this table was trained on inputs that have changed " \
+           f"since: plain/rte/full/seed3 ({csv_file})" in (out / "results.md").read_text()
+    assert "2 finished runs checked against their files, 1 trained on inputs" in kept.stdout
+
+    rerun = experiment(config, "--rerun-changed")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.stderr.count(" run Cell") == 1 and "task='rte'" in rerun.stderr
+    assert (out / "plain/mrpc/full/seed3/result.json").read_text() == mrpc_record
+    kept_aside = out / "plain/rte/full/seed3-inputs-changed/result-inputs-changed.json"
+    assert json.loads(kept_aside.read_text())["inputs"] == first["inputs"]
+    again = json.loads((out / "plain/rte/full/seed3/result.json").read_text())
+    assert again["inputs"][str(csv_file)] != first["inputs"][str(csv_file)]
+    assert "**Stale:**" not in (out / "results.md").read_text()
+
+    # a task definition whose labels were reordered is another definition
+    definitions.write_text(definitions.read_text().replace("- '0'\n  - '1'", "- '1'\n  - '0'"))
+    refused = experiment(config)
+    assert refused.returncode == 2
+    assert "trained on inputs that have changed since: task definition mrpc" in refused.stderr

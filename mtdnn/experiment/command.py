@@ -36,6 +36,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="recompute the agreement breakdown of the finished runs whose "
                              "final model is still in output_dir, then report as "
                              "--report-only does; trains nothing")
+    changed = parser.add_mutually_exclusive_group()
+    changed.add_argument("--rerun-changed", action="store_true",
+                         help="train again the finished runs whose data files or task "
+                              "definitions changed since they ran (their old records are "
+                              "kept as result-inputs-changed.json); without this or "
+                              "--keep-changed such runs stop the grid")
+    changed.add_argument("--keep-changed", action="store_true",
+                         help="keep the results of finished runs whose inputs changed "
+                              "since they ran; the tables mark them stale")
     parser.add_argument("--stages-only", action="store_true",
                         help="train the stages the arms start from, and nothing else")
     parser.add_argument("--arms", metavar="A,B",
@@ -56,12 +65,14 @@ def main(argv: list[str] | None = None) -> None:
     # after the config is read: --help and a bad key answer before torch loads
     from mtdnn.experiment.grid import all_sizes, cells
     from mtdnn.experiment.jobs import work_left
+    from mtdnn.experiment.records import input_status
     from mtdnn.experiment.results import publish, write_report
     from mtdnn.experiment.runner import rescore_agreement, run_experiment
 
     arms = chosen_arms(config, args.arms)
+    changed = "rerun" if args.rerun_changed else "keep" if args.keep_changed else "refuse"
     if args.stages_only:
-        run_experiment(config, stages_only=True, arms=arms)
+        run_experiment(config, stages_only=True, arms=arms, changed=changed)
         if args.publish:
             publish(config)
         return
@@ -72,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
             rescore_agreement(config, sizes)
         records = write_report(config, sizes)
     else:
-        records = run_experiment(config, arms=arms)
+        records = run_experiment(config, arms=arms, changed=changed)
     if args.publish:
         publish(config)
     out = Path(config.output_dir)
@@ -80,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(records)} of {len(cells(config, sizes))} runs finished; "
           f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
     print(work_left(config))
+    print(input_status(config, sizes).summary())
 
 
 def launcher_overrides(args: argparse.Namespace) -> list[str]:

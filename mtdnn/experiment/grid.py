@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtdnn.config import merged
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import FULL, MULTITASK, ExperimentConfig, stage_of, task_subsets
 from mtdnn.files import read_json
@@ -32,6 +33,18 @@ class Cell:
 def task_file(config: ExperimentConfig, task: str, split: str) -> str:
     return (config.task_files.get(task, {}).get(split)
             or str(Path(config.data_dir) / task / f"{split}.jsonl"))
+
+
+def cell_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any]) -> dict[str, Any]:
+    """The training keys of ``cell``'s run (``entry``: its subset's file), before the run
+    folder and start weights are added: the experiment's and the arm's keys, the task's
+    train and dev files, the data folder and the seed."""
+    keys = merged(config.train, config.arms[cell.arm].train)
+    if cell.task != MULTITASK:
+        keys["tasks"] = {cell.task: {"train": entry["file"],
+                                     "dev": task_file(config, cell.task, "dev")}}
+    # the experiment's data_dir, unless the training keys name their own
+    return {**keys, "data_dir": keys.get("data_dir", config.data_dir), "seed": cell.seed}
 
 
 def subset_sizes(config: ExperimentConfig, task: str) -> dict[str, dict[str, Any]]:

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mtdnn.config import merged, resolve_config
+from mtdnn.config import resolve_config
 from mtdnn.engines import Job, Outcome, run_jobs
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import MULTITASK, ExperimentConfig, arm_train_keys, stage_of
-from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
+from mtdnn.experiment.grid import Cell, all_sizes, cell_keys, cells, task_file
 from mtdnn.experiment.records import (
     RECORD,
     find_record,
@@ -34,6 +34,8 @@ from mtdnn.experiment.records import (
     write_record,
 )
 from mtdnn.run_dir import RunDir
+from mtdnn.sources import input_fingerprints
+from mtdnn.task_def import select_tasks
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +153,9 @@ def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
              init: Path | None, folder: Path) -> dict[str, Any]:
     from mtdnn.checkpoint import continue_keys  # torch: planning and reports do without it
 
-    keys = merged(config.train, config.arms[cell.arm].train)
-    if cell.task != MULTITASK:
-        keys["tasks"] = {cell.task: {"train": entry["file"],
-                                     "dev": task_file(config, cell.task, "dev")}}
-    # the experiment's data_dir, unless the training keys name their own; a line every
-    # tenth of the run instead of a bar (jobs running at once would draw over each other)
-    return {**keys, "data_dir": keys.get("data_dir", config.data_dir), "seed": cell.seed,
-            "output_dir": str(folder), "progress_bar": False,
+    # a line every tenth of the run instead of a bar (jobs running at once would draw over
+    # each other)
+    return {**cell_keys(config, cell, entry), "output_dir": str(folder), "progress_bar": False,
             "init_checkpoint": None if init is None else str(init), **continue_keys(folder)}
 
 
@@ -170,16 +167,18 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
     folder = Path(config.output_dir) / cell.folder
     keys = run_keys(config, cell, entry, init, folder)
     started = time.perf_counter()
-    if config.arms[cell.arm].backend == "hf_trainer":
+    hf_trainer = config.arms[cell.arm].backend == "hf_trainer"
+    if hf_trainer:
+        keys = {k: v for k, v in keys.items() if k not in ("resume", "overwrite")}
+    resolved = resolve_config(keys, origin=f"run {folder}")
+    inputs = input_fingerprints(resolved, select_tasks(resolved))  # as the run starts
+    if hf_trainer:
         from mtdnn.hf_trainer import run_config
 
-        keys = {k: v for k, v in keys.items() if k not in ("resume", "overwrite")}
-        resolved = resolve_config(keys, origin=f"run {folder}")
         summary = run_config(resolved, folder)
     else:
         from mtdnn.trainer import train
 
-        resolved = resolve_config(keys, origin=f"run {folder}")
         summary = train(resolved)
     run = RunDir(folder)
     record = {"arm": cell.arm, "task": cell.task, "subset": cell.subset,
@@ -189,7 +188,8 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "train_keys": arm_train_keys(config, cell.arm),
               "train_file": entry["file"] if cell.task != MULTITASK else None,
               "dev_file": task_file(config, cell.task, "dev") if cell.task != MULTITASK
-              else None, "precision": summary["precision"], "steps": summary["steps"],
+              else None, "inputs": inputs, "precision": summary["precision"],
+              "steps": summary["steps"],
               "metrics": summary["last"]["metrics"], "evaluations": run.evaluations(),
               **what_ran(run, summary, resolved.smart),
               "train_examples_per_s": summary["train_examples_per_s"],

@@ -3,11 +3,14 @@ keys and start weights the config has now, and another experiment's run reused a
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mtdnn.config import SmartConfig, with_former_teacher
+from mtdnn.config import SmartConfig, resolve_config, with_former_teacher
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import (
     ExperimentConfig,
@@ -16,11 +19,13 @@ from mtdnn.experiment.config import (
     stage_train_keys,
     without_cosmetic,
 )
-from mtdnn.experiment.grid import Cell, cells, task_file
+from mtdnn.experiment.grid import Cell, cell_keys, cells, task_file
 from mtdnn.files import atomic_write_json, read_json
 from mtdnn.provenance import code_version
 from mtdnn.run_dir import RunDir
 from mtdnn.schema import to_dict
+from mtdnn.sources import input_fingerprints
+from mtdnn.task_def import select_tasks
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,8 @@ REUSE_FIELDS = ("task", "train_file", "dev_file", "seed", "stage_seed", "backend
 
 def reusable_record(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
                     fingerprint: str | None) -> Path | None:
-    """A finished run in ``reuse_from`` that is this cell's run under another arm name."""
+    """A finished run in ``reuse_from`` that is this cell's run under another arm name, on
+    inputs that have not changed since it ran."""
     wanted = {"task": cell.task, "train_file": entry["file"],
               "dev_file": task_file(config, cell.task, "dev"), "seed": cell.seed,
               "stage_seed": cell.stage_seed, "backend": config.arms[cell.arm].backend,
@@ -74,7 +80,9 @@ def reusable_record(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
         for path in sorted(Path(root).glob(f"*/{cell.task}/*/*/{RECORD}")):
             record = read_record(path)
             record["train_keys"] = without_cosmetic(record.get("train_keys") or {})
-            if all(record.get(name) == wanted[name] for name in REUSE_FIELDS):
+            if all(record.get(name) == wanted[name] for name in REUSE_FIELDS) and not (
+                    record.get("inputs")
+                    and changed_inputs(record, current_inputs(config, cell, entry))):
                 return path
     return None
 
@@ -246,3 +254,90 @@ def collect(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]
             check_record(config, cell, records[-1], path,
                          allowed.get((cell.arm, cell.stage_seed)))
     return records
+
+
+# Whether a finished run's inputs are the files as they are now.
+@contextlib.contextmanager
+def _quiet_config() -> Iterator[None]:
+    """The arms' keys warned when the experiment was loaded: not again for every run."""
+    logger = logging.getLogger("mtdnn.config")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def current_inputs(config: ExperimentConfig, cell: Cell,
+                   entry: dict[str, Any]) -> dict[str, str]:
+    """The fingerprints of what ``cell``'s run reads, as the files are now."""
+    with _quiet_config():
+        resolved = resolve_config(cell_keys(config, cell, entry), origin=f"run {cell.folder}")
+    return input_fingerprints(resolved, select_tasks(resolved))
+
+
+def changed_inputs(record: dict[str, Any], now: dict[str, str]) -> list[str]:
+    """The inputs of a finished run's record that differ now (none for a record written
+    before records kept their inputs). A file that is not on this machine cannot be
+    compared and is not counted as changed."""
+    return [name for name, digest in (record.get("inputs") or {}).items()
+            if now.get(name, "not read now") not in (digest, "missing")]
+
+
+@dataclass
+class InputStatus:
+    """How the grid's finished runs stand against their inputs as they are now."""
+
+    checked: int = 0
+    not_fingerprinted: int = 0  # records written before records kept their inputs
+    changed: dict[Path, list[str]] = field(default_factory=dict)  # record -> changed inputs
+    cells: dict[Path, Cell] = field(default_factory=dict)  # record -> its run
+
+    def summary(self) -> str:
+        return (f"inputs: {self.checked} finished runs checked against their files, "
+                f"{len(self.changed)} trained on inputs that have changed since; "
+                f"{self.not_fingerprinted} with inputs not fingerprinted (records written before "
+                "records kept their inputs)")
+
+
+def input_status(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]]
+                 ) -> InputStatus:
+    """Every finished run's recorded inputs compared with the files now."""
+    status = InputStatus()
+    for cell in cells(config, sizes):
+        path = find_record(config, cell.folder)
+        if path is None:
+            continue
+        record = read_record(path)
+        if not record.get("inputs"):
+            status.not_fingerprinted += 1
+            continue
+        status.checked += 1
+        changed = changed_inputs(record, current_inputs(config, cell,
+                                                        sizes[cell.task][cell.subset]))
+        if changed:
+            status.changed[path], status.cells[path] = changed, cell
+    return status
+
+
+def stale_runs_paragraph(config: ExperimentConfig, status: InputStatus) -> str:
+    """What a table says of runs whose inputs changed after they ran (empty if none)."""
+    if not status.changed:
+        return ""
+    roots = [Path(config.output_dir), *([Path(config.publish_dir)] if config.publish_dir
+                                        else [])]
+
+    def folder(path: Path) -> str:
+        for root in roots:
+            if path.is_relative_to(root):
+                return str(path.parent.relative_to(root))
+        return str(path.parent)
+
+    runs = "; ".join(f"{folder(path)} ({', '.join(names)})"
+                     for path, names in sorted(status.changed.items()))
+    count = len(status.changed)
+    return (f"**Stale:** {count} run{'s' * (count != 1)} in this table "
+            f"{'were' if count != 1 else 'was'} trained on inputs that have changed since: "
+            f"{runs}. Their numbers are of data that no longer exist; `--rerun-changed` "
+            "trains them again.\n\n")

@@ -15,7 +15,15 @@ from mtdnn import tables
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import Agreement, ExperimentConfig, task_subsets
 from mtdnn.experiment.grid import cells, grid_tasks
-from mtdnn.experiment.records import RECORD, collect, realizations, stage_folder, stage_record
+from mtdnn.experiment.records import (
+    RECORD,
+    collect,
+    input_status,
+    realizations,
+    stage_folder,
+    stage_record,
+    stale_runs_paragraph,
+)
 from mtdnn.files import atomic_write_text, make_output_dir
 
 log = logging.getLogger(__name__)
@@ -78,7 +86,9 @@ def write_report(config: ExperimentConfig,
         found = tables.task_columns(records, list(config.tasks))
         columns = {f"{t} {m}": (t, m, None) for t, m in found}
         plot_arms(records, found, arms, out / "results.png")
-    table = grid_progress(config, sizes, records) + table
+    status = input_status(config, sizes)
+    log.info(status.summary())
+    table = grid_progress(config, sizes, records) + stale_runs_paragraph(config, status) + table
     table += tables.stage_terms_table(stages)
     pairs = tables.arm_pairs(arms, config.baseline)
     table += tables.paired_table(pairs, columns, records)

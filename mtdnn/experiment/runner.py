@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import (
@@ -17,9 +18,11 @@ from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
 from mtdnn.experiment.jobs import agreement_applies, agreement_breakdown, launch, plan
 from mtdnn.experiment.records import (
     RECORD,
+    InputStatus,
     allowed_fingerprints,
     check_record,
     find_record,
+    input_status,
     read_record,
     start_fingerprints,
     write_record,
@@ -59,13 +62,19 @@ def rescore_agreement(config: ExperimentConfig,
              rescored, current, missing)
 
 
+ChangedInputs = Literal["refuse", "rerun", "keep"]
+
+
 def run_experiment(config: ExperimentConfig, stages_only: bool = False,
-                   arms: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+                   arms: tuple[str, ...] | None = None,
+                   changed: ChangedInputs = "refuse") -> list[dict[str, Any]]:
     """Run every job the grid still needs (of ``arms`` only, if given) on
     ``config.launcher``'s engine, then write the results files of every arm; returns the
     finished runs' records (the tables' rows). Every finished run is checked before
-    anything is trained; a job that fails is reported with its error after the others
-    have run, and the command then fails."""
+    anything is trained, its inputs too: a run whose data or task definition changed since
+    it ran is an error (``changed="refuse"``), trained again (``"rerun"``: its old record
+    set aside) or kept and marked stale in the tables (``"keep"``). A job that fails is
+    reported with its error after the others have run, and the command then fails."""
     sizes = all_sizes(config)
     allowed = allowed_fingerprints(config, start_fingerprints(config, running=True))
     finished_here = []
@@ -76,6 +85,10 @@ def run_experiment(config: ExperimentConfig, stages_only: bool = False,
                          allowed.get((cell.arm, cell.stage_seed)))
             if path.is_relative_to(config.output_dir):
                 finished_here.append(path.parent)
+    status = input_status(config, sizes)
+    if status.changed:
+        handle_changed_inputs(config, status, changed)
+        finished_here = [folder for folder in finished_here if folder.is_dir()]
     if config.finished_runs_keep == "model":
         from mtdnn.checkpoint import keep_model_only  # (torch: only when there is work)
 
@@ -99,6 +112,51 @@ def run_experiment(config: ExperimentConfig, stages_only: bool = False,
             file=config.output_dir, allowed="fix what the errors name and run the grid "
                                             "again: finished runs are kept, the rest resume")
     return records
+
+
+def handle_changed_inputs(config: ExperimentConfig, status: InputStatus,
+                          changed: ChangedInputs) -> None:
+    """Refuse, re-run or keep the finished runs whose inputs changed since they ran."""
+    names = sorted({name for found in status.changed.values() for name in found})
+    runs = len(status.changed)
+    if changed == "refuse":
+        files = [name for name in names if not name.startswith("task definition")]
+        raise MtdnnError(
+            f"{runs} finished run{'s' * (runs != 1)} of this grid {'were' if runs != 1 else 'was'}"
+            f" trained on inputs that have changed since: {', '.join(names)} (the first run: "
+            f"{status.cells[next(iter(status.changed))].folder}); reusing "
+            f"{'them' if runs != 1 else 'it'} would put numbers of data that no longer exist "
+            "in the tables", file=files[0] if files else None,
+            allowed="--rerun-changed to train exactly those runs again (their old records "
+                    "are kept beside them as result-inputs-changed.json), or --keep-changed "
+                    "to keep their results, marked stale in the tables")
+    if changed == "keep":
+        log.warning("keeping %d finished runs trained on inputs that have changed since (%s): "
+                    "the tables mark them stale", runs, ", ".join(names))
+        return
+    for cell in status.cells.values():
+        set_aside(config, cell)
+    log.info("inputs changed (%s): %d finished runs set aside to train again", ", ".join(names),
+             runs)
+
+
+SET_ASIDE = "result-inputs-changed.json"
+
+
+def set_aside(config: ExperimentConfig, cell: Cell) -> None:
+    """Keep a stale run's records where no reader takes them for a finished run: its folder
+    in ``output_dir`` moves whole to ``<folder>-inputs-changed`` (its checkpoints would
+    resume), a published record is renamed in place."""
+    here = Path(config.output_dir) / cell.folder
+    if (here / RECORD).is_file():
+        target = here.with_name(here.name + "-inputs-changed")
+        if target.exists():
+            shutil.rmtree(target)  # an earlier set-aside of the same run
+        here.rename(target)
+        (target / RECORD).rename(target / SET_ASIDE)
+    published = Path(config.publish_dir) / cell.folder / RECORD if config.publish_dir else None
+    if published is not None and published.is_file():
+        published.rename(published.with_name(SET_ASIDE))
 
 
 def check_data_files(config: ExperimentConfig, todo: list[Cell],
