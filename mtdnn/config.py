@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from mtdnn.errors import MtdnnError
+from mtdnn.errors import MtdnnError, did_you_mean
 from mtdnn.schema import build, load_yaml, to_dict
 
 log = logging.getLogger(__name__)
@@ -171,12 +171,15 @@ class SmartConfig:
     ``enabled: false`` is plain fine-tuning. ``adv_weight`` (λ_s) = 0 turns off the
     adversarial regulariser R_s; ``bregman_weight`` (μ) = 0 turns off the Bregman term and
     no teacher is kept. The norm of the perturbation ball is ℓ∞ (p = ∞). ``preset`` fills
-    the keys a named recipe sets (``SMART_PRESETS``); keys given next to it win.
+    the keys a named recipe sets (``SMART_PRESETS``); keys given explicitly win, wherever
+    and in whatever order they are given (:func:`warn_settings_that_cannot_act`).
     """
 
     enabled: bool = key(False, "SMART fine-tuning (Jiang et al. 2020)")
     preset: Literal["paper", "reference", "calibrated"] | None = key(
-        None, "fill the keys of a named recipe: paper, reference or calibrated"
+        None, "fill the keys of a named recipe: paper, reference or calibrated; a key "
+        "given explicitly (in the file or on the command line, in any order) wins, with a "
+        "warning"
     )
     adv_weight: float = key(
         1.0, "λ_s, the weight of the adversarial regulariser R_s (0: off)", _adv_weight_check()
@@ -259,7 +262,8 @@ class SmartConfig:
 SMART_PRESETS: dict[str, dict[str, Any]] = {
     # Jiang et al. 2020 as written: ε = σ = 1e-5, η = 1e-3, λ_s = μ = 1 (the defaults) and
     # the mean teacher's β = 0.99, then 0.999 (Tarvainen and Valpola's constants)
-    "paper": {"teacher_schedule": "paper"},
+    "paper": {"epsilon": 1e-5, "noise_std": 1e-5, "adv_weight": 1.0, "bregman_weight": 1.0,
+              "teacher_schedule": "paper"},
     # what smart-pytorch's SMARTLoss and mt-dnn run by default
     "reference": {
         "ascent": "reference",
@@ -497,12 +501,22 @@ def config_file(path: str | Path) -> Path:
     """A run config file: ``path`` itself where it exists, else the packaged config of that
     name (``demo_stage1``, or ``configs/demo_stage1.yaml`` as the clone used to hold it)."""
     given = Path(path)
+    packaged = packaged_configs()
+    local = [given.with_name(given.name + suffix) for suffix in (".yaml", ".yml")
+             if not given.suffix and given.with_name(given.name + suffix).is_file()]
     if given.exists():
         return given
-    packaged = packaged_configs()
     name = given.stem if given.suffix in (".yaml", ".yml") else given.name
     if name in packaged and (given.parent == Path(".") or given.parent.name == "configs"):
+        if local:
+            raise MtdnnError(
+                f"'{path}' names both the file {local[0]} here and the packaged config "
+                f"{name} ({packaged[name]})", file=path, key="--config",
+                allowed=f"--config {local[0]} for the file, or --config {packaged[name]} "
+                        "for the packaged one")
         return packaged[name]
+    if local:
+        return local[0]
     raise MtdnnError(
         "no such config file, and no packaged config of that name",
         file=path,
@@ -542,6 +556,26 @@ def warn_inert_preset(config: TrainConfig) -> TrainConfig:
             config.smart.preset,
         )
     return config
+
+
+def warn_settings_that_cannot_act(given: Any, smart: SmartConfig) -> None:
+    """Say which of the user's SMART keys (``given``, as written) will not act as written in
+    the resolved ``smart``: one that replaces its preset's value (explicit keys win over a
+    preset, in either order), and any set away from its default while SMART is off."""
+    if not isinstance(given, dict):
+        return
+    preset = SMART_PRESETS.get(smart.preset or "", {})
+    for name in given:
+        if name in preset and getattr(smart, name) != preset[name]:
+            log.warning("smart.%s=%s replaces preset %s's %s=%s (a key given explicitly wins "
+                        "over a preset, wherever and in whatever order it is given)", name,
+                        getattr(smart, name), smart.preset, name, preset[name])
+    default = SmartConfig()
+    inert = [name for name in given if name not in ("enabled", "preset")
+             and hasattr(default, name) and getattr(smart, name) != getattr(default, name)]
+    if inert and not smart.enabled:
+        log.warning("smart.%s has no effect while smart.enabled is false (add "
+                    "smart.enabled=true to train with SMART)", ", smart.".join(inert))
 
 
 def with_preset(data: dict[str, Any]) -> dict[str, Any]:
@@ -642,12 +676,15 @@ def resolve_config(
             data["tasks"] = keys["tasks"]
     for override in overrides:
         # Normalise between overrides so that `tasks=[rte] tasks.rte.dev=x` works.
-        apply_override(_normalise(data), override)
-        dropped_task(data, override)
+        known = list(_normalise(data).get("tasks") or {})
+        apply_override(data, override)
+        dropped_task(data, override, known)
     # ... and what is wrong only after the overrides names the command line.
     if overrides or (named is None and source is None and not keys):
         named = "command line"
-    return warn_inert_preset(_validated(data, named, tasks_later))
+    config = _validated(data, named, tasks_later)
+    warn_settings_that_cannot_act(data.get("smart"), config.smart)
+    return warn_inert_preset(config)
 
 
 def _validated(
@@ -677,8 +714,10 @@ def _validated(
     return config
 
 
-def dropped_task(data: dict[str, Any], override: str) -> None:
-    """``tasks.<name>=null`` on the command line takes the task out of the run."""
+def dropped_task(data: dict[str, Any], override: str, known: list[str]) -> None:
+    """``tasks.<name>=null`` on the command line takes the task out of the run; naming a
+    task the run does not have (``known``: its tasks before the override) is an error, or
+    a misspelt drop would leave the task in without a word."""
     key, _, value = override.partition("=")
     parts = key.strip().split(".")
     tasks = data.get("tasks")
@@ -688,6 +727,11 @@ def dropped_task(data: dict[str, Any], override: str) -> None:
         and value.strip() in ("null", "~", "")
         and isinstance(tasks, dict)
     ):
+        if parts[1] not in known:
+            raise MtdnnError(
+                f"tasks.{parts[1]}=null drops a task the run does not have"
+                f"{did_you_mean(parts[1], known)}", key=f"tasks.{parts[1]}",
+                allowed="one of the run's tasks: " + (", ".join(known) or "none"))
         tasks.pop(parts[1], None)
 
 

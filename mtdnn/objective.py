@@ -8,6 +8,8 @@ values to the host only when it logs them.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,6 +26,8 @@ from mtdnn.smart import (
     without_parameter_grads,
 )
 from mtdnn.task_def import TaskDef
+
+log = logging.getLogger(__name__)
 
 # The SMART terms batch_loss logs, by name: what a record summarises as the evidence
 # that a regulariser acted (and how strongly, next to the task loss).
@@ -108,7 +112,16 @@ def build_teacher(model: torch.nn.Module, smart: SmartConfig, total_steps: int
     ``None`` when the run has no Bregman term."""
     if not (smart.enabled and smart.bregman_weight > 0):
         return None
-    return MeanTeacher(model, total_steps // smart.teacher_update_every,
+    updates = total_steps // smart.teacher_update_every
+    if smart.teacher_schedule == "scaled" and smart.teacher_lag_fraction * updates <= 1:
+        log.warning(
+            "the scaled teacher lags smart.teacher_lag_fraction %g of this run's %d teacher "
+            "updates, under one update: the teacher is the student at every step, so the "
+            "Bregman term (μ = %g) is 0 throughout; train for more than %d steps, or set "
+            "smart.teacher_schedule=paper", smart.teacher_lag_fraction, updates,
+            smart.bregman_weight,
+            math.floor(1 / smart.teacher_lag_fraction) * smart.teacher_update_every)
+    return MeanTeacher(model, updates,
                        smart.teacher_beta_early, smart.teacher_beta_late,
                        smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared",
                        schedule=smart.teacher_schedule, lag_fraction=smart.teacher_lag_fraction)

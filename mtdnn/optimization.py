@@ -8,6 +8,7 @@ fall to peak / ``stlr_ratio``.
 
 from __future__ import annotations
 
+import logging
 import re
 
 import torch
@@ -20,6 +21,8 @@ from transformers import (
 )
 
 from mtdnn.config import OptimizerConfig
+
+log = logging.getLogger(__name__)
 
 LAYER = re.compile(r"\.layers?\.(\d+)\.")
 
@@ -85,6 +88,11 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimizerConfig,
     """The learning-rate schedule ``config.schedule`` over ``total_steps`` updates."""
     warmup = config.warmup_steps if config.warmup_steps is not None else \
         int(config.warmup_ratio * total_steps)
+    if warmup >= total_steps > 0:
+        log.warning("optimizer.warmup_steps %d is not shorter than the run's %d steps: the "
+                    "learning rate never reaches optimizer.lr (at most %.1f%% of it); set "
+                    "warmup_steps below %d, or warmup_ratio instead", warmup, total_steps,
+                    100 * total_steps / warmup, total_steps)
     return SCHEDULES[config.schedule](optimizer, warmup, total_steps, config)
 
 

@@ -266,9 +266,10 @@ FORMATS = ("jsonl", "csv", "glue")
 
 
 def output_format(path: Path, fmt: str | None) -> str:
-    """``fmt``, else what the output's name says: ``.csv`` is CSV, anything else JSONL."""
+    """``fmt``, else what the output's name says, in any case: ``.csv`` (``.CSV``) is CSV,
+    anything else JSONL."""
     if fmt is None:
-        return "csv" if path.suffix == ".csv" else "jsonl"
+        return "csv" if path.suffix.lower() == ".csv" else "jsonl"
     if fmt not in FORMATS:
         raise MtdnnError(f"unknown output format {fmt!r}", key="--format",
                          allowed=", ".join(FORMATS))
@@ -341,7 +342,7 @@ def predict_file(checkpoints: list[Any], task_names: str | list[str], source: An
     if len(names) > 1 and fmt == "glue":
         raise MtdnnError(f"a GLUE submission file holds one task, {len(names)} were given",
                          key="--format", allowed="--format jsonl or csv with several --task")
-    inputs = [] if isinstance(source, DatasetSource) else [Path(source)]
+    inputs = input_files(source)
     folders = [getattr(c, "checkpoint", c) for c in checkpoints]
     for path in (output_path, metrics_path(output_path)):
         check_output(path, [*inputs, *folders], key="--output", overwrite=overwrite)
@@ -354,6 +355,16 @@ def predict_file(checkpoints: list[Any], task_names: str | list[str], source: An
     except KeyboardInterrupt:
         raise Interrupted("interrupted; no predictions were written", file=output_path
                           ) from None
+
+
+def input_files(source: Any) -> list[Path]:
+    """What an output must never replace: the input file, or the folder of a dataset that
+    lives in one (every file in it is the dataset's, its own test.csv too)."""
+    from mtdnn.config import DatasetSource
+
+    if not isinstance(source, DatasetSource):
+        return [Path(source)]
+    return [Path(source.dataset)] if Path(source.dataset).is_dir() else []
 
 
 def shared_inputs(tasks: list[TaskDef]) -> None:

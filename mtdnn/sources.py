@@ -69,7 +69,8 @@ def canonical_path(source: Source, task: TaskDef, columns: dict[str, str],
                    cache_dir: Path, require_labels: bool = False) -> Path:
     """A canonical JSONL file holding ``source``'s examples for ``task`` (each with a label
     if ``require_labels``: training and dev data)."""
-    if isinstance(source, str) and Path(source).suffix in (".jsonl", ".json") and not columns:
+    if isinstance(source, str) and not columns and Path(source).suffix.lower() in (".jsonl",
+                                                                                    ".json"):
         return Path(source)
     opened = open_source(source, label_column=columns.get("label", "label"))
     key = hashlib.sha256(json.dumps([SOURCES_FORMAT, opened.identity, sorted(columns.items()),
@@ -96,13 +97,18 @@ def task_sources(config: TrainConfig, task: str) -> tuple[Source, Source | None]
 
 def canonical_files(config: TrainConfig, tasks: dict[str, TaskDef]) -> dict[str, TaskFiles]:
     """Each task's train and dev data as canonical JSONL files, converted into the cache
-    where a source is another form (every example needs its label)."""
+    where a source is another form (every example needs its label). ``columns`` maps the
+    train and dev files named in ``tasks.<task>``, not the default ``<data_dir>`` ones."""
     files, cache = {}, config.cache_folder
     for name, task in tasks.items():
         train, dev = task_sources(config, name)
-        columns = config.tasks[name].columns
-        files[name] = (canonical_path(train, task, columns, cache, require_labels=True),
-                       dev and canonical_path(dev, task, columns, cache, require_labels=True))
+        spec = config.tasks[name]
+        # the mapping is for the files the user names; the default <data_dir> files are
+        # data_prep's canonical JSONL and are read as they are
+        files[name] = tuple(
+            source and canonical_path(source, task, spec.columns if named else {}, cache,
+                                      require_labels=True)
+            for source, named in ((train, spec.train is not None), (dev, spec.dev is not None)))
     return files
 
 
@@ -147,11 +153,11 @@ def open_source(source: Source, label_column: str = "label") -> SourceRows:
     path = Path(source)
     if not path.is_file():
         raise MtdnnError("data file not found", file=path, allowed=SOURCE_HINT)
-    if path.suffix in TABLE_SUFFIXES:
+    if path.suffix.lower() in TABLE_SUFFIXES:
         return SourceRows(_table_rows(path), str(path), sha256_of(path))
-    if path.suffix == ".parquet":
+    if path.suffix.lower() == ".parquet":
         return _parquet_rows(path, label_column)
-    if path.suffix in (".jsonl", ".json"):
+    if path.suffix.lower() in (".jsonl", ".json"):
         from mtdnn.files import read_jsonl
 
         rows = ((Origin(str(path), line=line), row) for line, row in read_jsonl(path))
@@ -163,10 +169,10 @@ def _table_rows(path: Path) -> Iterator[tuple[Origin, dict[str, Any]]]:
     """CSV (quoted, as spreadsheets write it) or TSV (unquoted, as GLUE writes it) rows,
     read with the ``csv`` module from the file itself (never split on line breaks, so
     U+2028 and friends inside a text stay text)."""
-    tsv = path.suffix == ".tsv"
+    tsv = path.suffix.lower() == ".tsv"
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle, delimiter=TABLE_SUFFIXES[path.suffix],
+            reader = csv.reader(handle, delimiter=TABLE_SUFFIXES[path.suffix.lower()],
                                 quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
                                 strict=not tsv)
             header = [name.strip() for name in next(reader, [])]
@@ -259,11 +265,11 @@ def _dataset_rows(source: DatasetSource, label_column: str) -> SourceRows:
 def _columns_of(path: Path) -> list[str] | None:
     """The column names of a data file in a dataset folder (None: not a table we read)."""
     try:
-        if path.suffix in TABLE_SUFFIXES:
+        if path.suffix.lower() in TABLE_SUFFIXES:
             with open(path, encoding="utf-8-sig", newline="") as handle:
                 return [c.strip() for c in next(csv.reader(
-                    handle, delimiter=TABLE_SUFFIXES[path.suffix]), [])]
-        if path.suffix == ".parquet":
+                    handle, delimiter=TABLE_SUFFIXES[path.suffix.lower()]), [])]
+        if path.suffix.lower() == ".parquet":
             import pyarrow.parquet as pq
 
             return list(pq.read_schema(path).names)

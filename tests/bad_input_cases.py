@@ -163,6 +163,14 @@ def predict_args(tmp: Path, ctx: dict, *extra: str, task: str = "rte",
             "--no-progress", *extra]
 
 
+def dataset_predict_args(tmp: Path, ctx: dict) -> list[str]:
+    """Prediction on a local dataset's test split, written over its own test.csv."""
+    test = write(tmp / "my_data/test.csv", "sentence1,sentence2\nA man sleeps.,A person.\n")
+    return ["--checkpoint", str(ctx["checkpoint"]), "--task", "rte", "--input",
+            f"{{dataset: {test.parent}, split: test}}", "--output", str(test), "--overwrite",
+            "--no-progress"]
+
+
 def export_args(tmp: Path, ctx: dict, out: Path | str, *extra: str,
                 checkpoint: str | Path | None = None) -> list[str]:
     return ["--checkpoint", str(checkpoint or ctx["checkpoint"]), "--task", "rte", "--out",
@@ -443,6 +451,13 @@ CASES = [
     Case("data loss", "predict with --output equal to --input", "predict",
          lambda t, c: predict_args(t, c, output=t / "input.jsonl"),
          "key '--output': the output would overwrite an input"),
+    Case("data loss", "predict --overwrite into a local dataset's own files", "predict",
+         lambda t, c: dataset_predict_args(t, c), "key '--output': the output would "
+         "overwrite an input"),
+    Case("run config", "dropping a task the run does not have", "train",
+         lambda t, c: train_args(t, c, "tasks.rtee=null"),
+         "key 'tasks.rtee': tasks.rtee=null drops a task the run does not have (did you mean "
+         "'rte'?)"),
     Case("data loss", "predict over a file it did not write", "predict",
          lambda t, c: predict_args(t, c, output=write(t / "mine.jsonl", "keep me\n")),
          "key '--output': the output file already exists (allowed: a new path, or --overwrite"),
