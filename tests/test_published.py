@@ -37,7 +37,8 @@ def regenerate(work: Path, experiment: str, out: Path) -> subprocess.CompletedPr
     return subprocess.run(
         [sys.executable, "-m", "mtdnn.experiment", "--config", f"experiments/{experiment}.yaml",
          "--report-only", f"output_dir={out}", f"stage_dir={out / 'stages'}"],
-        cwd=work, capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+        cwd=work, capture_output=True, text=True,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
 
 
 @pytest.mark.slow
