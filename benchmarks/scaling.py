@@ -31,8 +31,8 @@ from train_speed import small_dev
 def step_grid(args: argparse.Namespace) -> dict[tuple[int, int], float]:
     import torch
 
-    from mtdnn.model import MultiTaskModel, load_encoder
-    from mtdnn.task_def import load_task_defs
+    from mtdnn.modeling.model import MultiTaskModel, load_encoder
+    from mtdnn.tasks.task_def import load_task_defs
 
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)

@@ -31,10 +31,10 @@ def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teach
     import numpy as np
     import torch
 
-    from mtdnn.data import Collator, get_batch, load_split
-    from mtdnn.model import MultiTaskModel, load_encoder
-    from mtdnn.smart import MeanTeacher, rng_replayer
-    from mtdnn.task_def import load_task_defs
+    from mtdnn.data.tokenized import Collator, get_batch, load_split
+    from mtdnn.modeling.model import MultiTaskModel, load_encoder
+    from mtdnn.modeling.smart import MeanTeacher, rng_replayer
+    from mtdnn.tasks.task_def import load_task_defs
 
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)
@@ -51,8 +51,8 @@ def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teach
     from smart_pytorch import SMARTLoss
     from smart_pytorch.loss import kl_loss, sym_kl_loss
 
-    from mtdnn.config import SMART_PRESETS, SmartConfig
-    from mtdnn.objective import batch_loss
+    from mtdnn.config.smart_config import SMART_PRESETS, SmartConfig
+    from mtdnn.modeling.objective import batch_loss
 
     # The real loss step (what the trainer runs) for plain, R_s only and full SMART, at the
     # preset's settings (its λ_s; μ = 0 for R_s only).
@@ -192,7 +192,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "scitail" / "train.jsonl")
     parser.add_argument("--preset", default="paper", help="the SMART preset timed "
-                        "(mtdnn.config.SMART_PRESETS); the pass count is the same for all")
+                        "(mtdnn.config.smart_config.SMART_PRESETS); the pass count is the same "
+                        "for all")
 
 
 def main() -> None:

@@ -39,8 +39,8 @@ def train_ours(tasks: list[str], args: argparse.Namespace, run_name: str,
     folders under ``args.work``) with extra ``overrides``; the run's summary."""
     import torch
 
-    from mtdnn.config import resolve_config
-    from mtdnn.trainer import train
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.training.trainer import train
 
     torch.set_num_threads(THREADS)
     return train(resolve_config(None, [
@@ -63,7 +63,7 @@ def ours(tasks: list[str], variant: str, args: argparse.Namespace) -> dict:
 def trainer(task: str, variant: str, args: argparse.Namespace) -> dict:
     import torch
 
-    from mtdnn.hf_trainer import finetune
+    from mtdnn.training.hf_trainer import finetune
 
     torch.set_num_threads(THREADS)
     result = finetune(task, args.data_dir / task / "train.jsonl",

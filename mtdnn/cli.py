@@ -41,8 +41,8 @@ written to <output>.metrics.json. --format glue writes a GLUE submission TSV
 
 
 def train_main(argv: list[str] | None = None) -> None:
-    from mtdnn.config import resolve_config
-    from mtdnn.config_help import help_epilog
+    from mtdnn.config.help import help_epilog
+    from mtdnn.config.resolve import resolve_config
 
     parser = argparse.ArgumentParser(prog="mtdnn-train", description=TRAIN_HELP,
                                      epilog=help_epilog(),
@@ -59,7 +59,7 @@ def train_main(argv: list[str] | None = None) -> None:
         print(list_configs())
         return
     config = resolve_config(args.config, args.overrides)  # a bad key is answered before torch loads
-    from mtdnn.trainer import train
+    from mtdnn.training.trainer import train
 
     summary = train(config)
     if "best" not in summary:  # not rank 0 of a torchrun job
@@ -94,7 +94,7 @@ def predict_main(argv: list[str] | None = None) -> None:
     add_debug_flag(parser)
     args = parser.parse_args(argv)
     source, columns = prediction_source(args.input, args.columns)
-    from mtdnn.predictor import predict_file  # after the arguments: --help answers at once
+    from mtdnn.inference.predictor import predict_file
 
     result = predict_file(args.checkpoint, args.task, source, args.output,
                           args.batch_size, args.format, progress=not args.no_progress,
@@ -108,7 +108,7 @@ def predict_main(argv: list[str] | None = None) -> None:
 
 def list_configs() -> str:
     """The packaged run configs, each with the first line of its header comment."""
-    from mtdnn.config import packaged_configs
+    from mtdnn.config.resolve import packaged_configs
 
     lines = []
     for name, path in packaged_configs().items():
@@ -123,9 +123,9 @@ def prediction_source(text: str, columns: str | None) -> tuple[Any, dict[str, st
     mapping, as under ``tasks.<task>.train``)."""
     import yaml
 
-    from mtdnn.config import DatasetSource
+    from mtdnn.config.schema import build
+    from mtdnn.config.train_config import DatasetSource
     from mtdnn.errors import MtdnnError
-    from mtdnn.schema import build
 
     source: Any = text
     if text.lstrip().startswith("{"):
@@ -165,7 +165,7 @@ def prep_command() -> None:
 
 
 def export_command() -> None:
-    from mtdnn.export import main
+    from mtdnn.inference.export import main
 
     run_cli(main)
 
@@ -177,6 +177,6 @@ def experiment_command() -> None:
 
 
 def probe_command() -> None:
-    from mtdnn.smart_probe import main
+    from mtdnn.analysis.smart_probe import main
 
     run_cli(main)

@@ -28,7 +28,7 @@ def plain_text(doc: str | None) -> str:
 
 def command_parser(module: str, doc: str | None, **kwargs) -> argparse.ArgumentParser:
     """A command's parser: usage as the user called it (``mtdnn-export``, or ``python -m
-    mtdnn.export``), the module's docstring as plain help text."""
+    mtdnn.inference.export``), the module's docstring as plain help text."""
     called = Path(sys.argv[0]).name
     prog = called if called.startswith("mtdnn-") else f"python -m {module}"
     return argparse.ArgumentParser(prog=prog, description=plain_text(doc),

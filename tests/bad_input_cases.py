@@ -108,7 +108,7 @@ def interrupt_at(target: str, calls: int = 1) -> Callable[[], contextlib.Abstrac
 
 
 def last_is_complete(tmp: Path) -> None:
-    from mtdnn.checkpoint import check_checkpoint, load_model
+    from mtdnn.runs.checkpoint import check_checkpoint, load_model
 
     check_checkpoint(tmp / "run" / "last")
     load_model(tmp / "run" / "last")
@@ -735,7 +735,7 @@ CASES = [
          interrupt=interrupt_at("torch.nn.utils.clip_grad_norm_"), allowed_new=("run",)),
     Case("interrupt", "Ctrl-C in prediction", "predict", lambda t, c: predict_args(t, c),
          "out.jsonl: interrupted; no predictions were written", code=130,
-         interrupt=interrupt_at("mtdnn.predictor.predict_heads")),
+         interrupt=interrupt_at("mtdnn.inference.predictor.predict_heads")),
     Case("interrupt", "Ctrl-C in data preparation", "data_prep",
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW * 3),
          "out: interrupted; the output folder is as it was", code=130,
@@ -889,9 +889,9 @@ def main_of(command: str) -> Callable[[list[str] | None], object]:
     elif command == "experiment":
         from mtdnn.experiment import main
     elif command == "export":
-        from mtdnn.export import main
+        from mtdnn.inference.export import main
     elif command == "agreement":
-        from mtdnn.agreement import main
+        from mtdnn.analysis.agreement import main
     else:
         from mtdnn.cli import predict_main as main
     return main

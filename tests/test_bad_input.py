@@ -22,8 +22,8 @@ from bad_input_cases import (
 def context(tiny_encoder_dir: Path, prepared_data: Path,
             tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A finished tiny run (for 'already holds a run', resume and predict cases)."""
-    from mtdnn.config import resolve_config
-    from mtdnn.trainer import train
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.training.trainer import train
 
     tmp = tmp_path_factory.mktemp("context")
     ctx = {"encoder": str(tiny_encoder_dir), "data": str(prepared_data)}

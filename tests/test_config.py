@@ -1,20 +1,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from conftest import REPO
-from mtdnn.config import (
-    SMART_PRESETS,
-    config_to_yaml,
-    resolve_config,
-)
+from mtdnn.config.resolve import config_to_yaml, resolve_config
+from mtdnn.config.smart_config import SMART_PRESETS
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment import load_experiment
-from mtdnn.task_def import select_tasks
+from mtdnn.tasks.task_def import select_tasks
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "experiments").glob("*.yaml")),
@@ -89,8 +85,8 @@ def test_the_teacher_lag_fits_the_run_by_default_and_the_paper_preset_keeps_the_
     `preset: paper` is the paper as written, its β too, unless the schedule is named. A run
     config saved before the default changed (no teacher_schedule) reads as the paper's where
     it had a teacher, and as today's where it had none."""
-    from mtdnn.config import as_current
-    from mtdnn.schema import to_dict
+    from mtdnn.config.resuming import as_current
+    from mtdnn.config.schema import to_dict
 
     def schedule(*keys: str) -> str:
         return resolve_config(None, ["tasks=[rte]", "smart.enabled=true", *keys]
@@ -112,14 +108,14 @@ def test_the_help_of_best_metric_shows_a_value_the_run_accepts() -> None:
     and picks the score it names."""
     import re
 
-    from mtdnn.config_help import config_keys
-    from mtdnn.metrics import check_best_metric, score_of
+    from mtdnn.config.help import config_keys
+    from mtdnn.tasks.metrics import check_best_metric, score_of
 
     meaning = {key: meaning for key, *_, meaning in config_keys()}["best_metric"]
     form = re.search(r"<task>\S<metric>", meaning).group(0)
     example = form.replace("<task>", "rte").replace("<metric>", "accuracy")
     config = resolve_config(None, ["tasks=[rte, mrpc]", f"best_metric={example}"])
-    with_dev = {task: SimpleNamespace(dev=object()) for task in config.tasks}
+    with_dev = list(config.tasks)
     check_best_metric(config.best_metric, select_tasks(config), with_dev)
     scores = {"rte": {"accuracy": 0.75}, "mrpc": {"accuracy": 0.5, "f1": 0.6}}
     assert score_of(scores, config.best_metric) == 0.75
@@ -131,7 +127,7 @@ def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
     import os
     import re
 
-    from mtdnn.config_help import config_keys, help_epilog, markdown_table
+    from mtdnn.config.help import config_keys, help_epilog, markdown_table
 
     keys = [key for key, *_ in config_keys()]
     assert len(keys) > 70 and all(meaning for *_, meaning in config_keys())
@@ -155,7 +151,7 @@ def test_every_key_has_a_meaning_and_the_readme_table_is_current() -> None:
 
 def test_a_preset_switched_on_the_command_line_replaces_the_earlier_presets_keys(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from mtdnn.config import resolve_config
+    from mtdnn.config.resolve import resolve_config
 
     path = tmp_path / "smart.yaml"
     path.write_text("tasks: [rte]\nsmart: {enabled: true, preset: calibrated}\n")
@@ -179,11 +175,11 @@ def test_a_task_set_to_null_on_the_command_line_leaves_the_run(tmp_path: Path) -
 
 def test_one_way_in_the_same_keys_give_the_same_config_by_every_form() -> None:
     """A YAML with command-line overrides, the same YAML with Python keys, and a mapping
-    all resolve alike; nothing outside mtdnn.config builds a TrainConfig itself."""
+    all resolve alike; nothing outside mtdnn.config.train_config builds a TrainConfig itself."""
     import re
 
-    from mtdnn.config import TrainConfig
-    from mtdnn.schema import to_dict
+    from mtdnn.config.schema import to_dict
+    from mtdnn.config.train_config import TrainConfig
 
     by_strings = resolve_config("demo_stage1", ["optimizer.lr=3e-5", "tasks=[rte]",
                                                 "smart.enabled=true", "smart.preset=paper"])
@@ -195,4 +191,4 @@ def test_one_way_in_the_same_keys_give_the_same_config_by_every_form() -> None:
     assert isinstance(by_strings, TrainConfig) and by_strings.optimizer.lr == 3e-5
     builders = [p for p in (REPO / "mtdnn").rglob("*.py")
                 if re.search(r"build\(TrainConfig|TrainConfig\(", p.read_text())]
-    assert [p.name for p in builders] == ["config.py"]
+    assert [p.name for p in builders] == ["resolve.py"]

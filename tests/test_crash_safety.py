@@ -12,13 +12,13 @@ import pytest
 from safetensors.torch import load_file
 
 from conftest import REPO, head_jsonl
-from mtdnn.checkpoint import check_checkpoint, load_model
+from mtdnn.runs.checkpoint import check_checkpoint, load_model
 
 # Runs train.py's main in a child process whose second checkpoint save kills the process
 # after the encoder is written and while the heads file is being written.
 KILL_DURING_SECOND_SAVE = """
 import os, signal, sys
-import mtdnn.checkpoint as checkpoint
+import mtdnn.runs.checkpoint as checkpoint
 calls = []
 real = checkpoint.save_file
 def dying_save_file(tensors, path, *args, **kwargs):

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from mtdnn import data as data_module
-from mtdnn.data import Collator, get_batch, load_split, read_examples
+from mtdnn.data import tokenized as data_module
+from mtdnn.data.tokenized import Collator, get_batch, load_split, read_examples
 from mtdnn.errors import MtdnnError
-from mtdnn.task_def import load_task_defs
+from mtdnn.tasks.task_def import load_task_defs
 
 TASKS = load_task_defs()
 

@@ -14,8 +14,8 @@ import pytest
 from safetensors.torch import load_file
 
 from conftest import REPO, head_jsonl
-from mtdnn.distributed import Distributed
-from mtdnn.trainer import rank_share
+from mtdnn.training.distributed import Distributed
+from mtdnn.training.trainer import rank_share
 
 
 def test_shards_cover_the_batch_with_weights_summing_to_one() -> None:

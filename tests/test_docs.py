@@ -29,7 +29,7 @@ def test_the_results_page_opens_with_the_verdicts_the_records_give() -> None:
 
 
 def test_the_figure_2_confound_counts_are_what_the_data_holds(prepared_data: Path) -> None:
-    from mtdnn.agreement import load_chaosnli, pair_key
+    from mtdnn.analysis.agreement import load_chaosnli, pair_key
 
     chaos_file = SHARED_DATA / "chaosnli" / "chaosNLI_mnli_m.jsonl"
     chaos = load_chaosnli(chaos_file)

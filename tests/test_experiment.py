@@ -126,7 +126,7 @@ def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
 
     # finished_runs_keep: model deletes what only resuming reads from the grid's finished
     # runs, as the grid starts and as each new run finishes; their final weights stay.
-    from mtdnn.checkpoint import weights_fingerprint
+    from mtdnn.runs.checkpoint import weights_fingerprint
 
     folders = [p.parent for p in results]
     before = [weights_fingerprint(f / "last") for f in folders]
@@ -399,7 +399,7 @@ def test_migration_moves_old_records_to_the_runner_format(tmp_path: Path,
 def test_differences_against_a_baseline_give_welch_p() -> None:
     from scipy import stats
 
-    from mtdnn.tables import subsets_table
+    from mtdnn.analysis.tables import subsets_table
 
     sizes = {"scitail": {"1pct": {"available": True, "size": 235},
                          "10pct": {"available": True, "size": 2359},
@@ -435,7 +435,7 @@ def test_differences_against_a_baseline_give_welch_p() -> None:
 def test_welch_p_takes_a_constant_side_without_a_warning() -> None:
     import warnings
 
-    from mtdnn.tables import welch_p
+    from mtdnn.analysis.statistics import welch_p
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -448,7 +448,7 @@ def test_welch_p_takes_a_constant_side_without_a_warning() -> None:
 def test_paired_differences_match_runs_by_seed_and_stage_seed() -> None:
     from scipy import stats
 
-    from mtdnn.tables import paired_table
+    from mtdnn.analysis.tables import paired_table
 
     ours = {"plain": {(13, None): 0.60, (14, None): 0.70, (15, None): 0.65},
             "smart": {(13, None): 0.62, (14, None): 0.71, (15, None): 0.68, (16, None): 0.99},
@@ -478,7 +478,7 @@ def test_runs_of_one_stage_seed_count_once_in_every_test() -> None:
     each is one sample (its runs' mean), so stage-1 variance is in the spread."""
     from scipy import stats
 
-    from mtdnn.tables import difference, paired_difference
+    from mtdnn.analysis.statistics import difference, paired_difference
 
     def keyed(runs: dict[tuple[int, int | None], float]) -> dict:
         return {("full", seed, stage): value for (seed, stage), value in runs.items()}
@@ -503,7 +503,7 @@ def test_runs_of_one_stage_seed_count_once_in_every_test() -> None:
 
 
 def test_learning_curves_and_the_fine_tuning_length_rule() -> None:
-    from mtdnn.tables import learning_curve_table
+    from mtdnn.analysis.tables import learning_curve_table
 
     curves = {("rte", 1): [0.50, 0.615, 0.61], ("rte", 2): [0.52, 0.635, 0.63],
               ("mrpc", 1): [0.70, 0.74, 0.75], ("mrpc", 2): [0.72, 0.76, 0.77]}
@@ -526,7 +526,7 @@ def test_learning_curves_and_the_fine_tuning_length_rule() -> None:
 def test_the_papers_sign_pattern_beside_ours() -> None:
     from scipy import stats
 
-    from mtdnn.tables import sign_pattern_table
+    from mtdnn.analysis.tables import sign_pattern_table
 
     ours = {("plain", "rte"): [0.60, 0.62, 0.61], ("smart", "rte"): [0.64, 0.66, 0.65],
             ("plain", "mrpc"): [0.80, 0.81, 0.79], ("smart", "mrpc"): [0.79, 0.80, 0.80]}
@@ -652,7 +652,7 @@ def test_publish_copies_records_of_a_relative_output_dir(tmp_path: Path,
 
 
 def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
-    from mtdnn.tables import tasks_table
+    from mtdnn.analysis.tables import tasks_table
 
     table = tasks_table(["plain", "smart"], [], {}, ["rte"])
     assert table == "No run has finished yet (arms: plain, smart).\n"
@@ -666,7 +666,7 @@ def test_the_tasks_table_before_any_run_has_finished_says_so() -> None:
 def test_each_smart_arm_is_labelled_by_the_settings_it_ran() -> None:
     """A record's resolved settings label its arm; an older record's keys are resolved (its
     preset's ε, the teacher its format read it with) and marked; no teacher, no schedule."""
-    from mtdnn.tables import smart_settings_table
+    from mtdnn.analysis.smart_tables import smart_settings_table
 
     new = {"arm": "scaled", "smart_settings": {
         "epsilon": 1e-5, "adv_weight": 1.0, "bregman_weight": 1.0, "teacher_schedule": "scaled",
@@ -687,8 +687,8 @@ def test_the_stages_smart_is_shown_with_its_teacher_share() -> None:
     """A SMART stage's logged terms and teacher share (median over its seeds) get a row; an
     older stage record's share is computed from its schedule and steps and marked; a stage
     without SMART gets none."""
-    from mtdnn.smart import teacher_start_share
-    from mtdnn.tables import stage_terms_table
+    from mtdnn.analysis.smart_tables import stage_terms_table
+    from mtdnn.modeling.smart import teacher_start_share
 
     scaled = {"smart_settings": {"epsilon": 1e-5, "adv_weight": 1.0, "bregman_weight": 1.0,
                                  "teacher_schedule": "scaled", "teacher_lag_fraction": 0.03,
@@ -762,8 +762,8 @@ def test_an_older_records_teacher_share_is_computed_from_its_schedule_and_steps(
     """Records from before the teacher's share was logged show it computed from their
     schedule (the paper's, by format 3's reading) and steps, marked as computed; a logged
     share is shown as logged; a run without a teacher has none."""
+    from mtdnn.analysis.smart_tables import schedule_start_share, smart_terms_table
     from mtdnn.experiment.records import read_record
-    from mtdnn.tables import schedule_start_share, smart_terms_table
 
     def record(name: str, smart: dict, **extra) -> dict:
         path = tmp_path / f"{name}.json"
@@ -790,7 +790,7 @@ def test_an_older_records_teacher_share_is_computed_from_its_schedule_and_steps(
 def test_a_grid_run_logs_lines_not_a_progress_bar(tmp_path: Path) -> None:
     """Jobs of a grid run at once: each logs a line every tenth of its steps instead of a
     bar, whatever the training keys say (a cosmetic key: records are unaffected)."""
-    from mtdnn.config import resolve_config
+    from mtdnn.config.resolve import resolve_config
     from mtdnn.experiment import load_experiment
     from mtdnn.experiment.grid import Cell
     from mtdnn.experiment.jobs import run_keys

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, head_jsonl
-from mtdnn.predictor import predict_file
+from mtdnn.inference.predictor import predict_file
 
 
 def test_exported_task_scores_like_predict(stage_one: Path, small_tasks: list[str],
@@ -86,10 +86,10 @@ def test_an_encoder_without_bert_s_head_exports_with_portable_code(
     import torch
     from transformers import AutoModelForSequenceClassification, ElectraConfig, ElectraModel
 
-    from mtdnn.checkpoint import save_checkpoint
-    from mtdnn.export import export_task
-    from mtdnn.model import MultiTaskModel
-    from mtdnn.task_def import load_task_defs
+    from mtdnn.inference.export import export_task
+    from mtdnn.modeling.model import MultiTaskModel
+    from mtdnn.runs.checkpoint import save_checkpoint
+    from mtdnn.tasks.task_def import load_task_defs
 
     torch.manual_seed(0)
     encoder = ElectraModel(ElectraConfig(
@@ -116,7 +116,7 @@ def test_a_single_task_export_has_a_model_card_and_pushes_to_the_hub(
     metrics and data; --push-to-hub uploads the folder (the Hub call is checked, offline)."""
     import huggingface_hub
 
-    from mtdnn.export import main
+    from mtdnn.inference.export import main
 
     calls = []
 

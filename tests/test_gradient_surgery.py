@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from mtdnn.config import resolve_config
-from mtdnn.gradient_surgery import conflict_rates, pcgrad
-from mtdnn.trainer import train
+from mtdnn.config.resolve import resolve_config
+from mtdnn.modeling.gradient_surgery import conflict_rates, pcgrad
+from mtdnn.training.trainer import train
 
 
 def test_conflicting_gradients_end_non_negative() -> None:

@@ -44,7 +44,7 @@ def test_pip_install_gives_commands_that_work_outside_the_repo(
     work = tmp_path / "elsewhere"  # not the repository: nothing relative to it
     work.mkdir()
     where = subprocess.run([str(python), "-c", "import mtdnn, mtdnn.data_prep; "
-                            "from mtdnn.task_def import DEFAULT_TASK_DEFS_DIR as d; "
+                            "from mtdnn.tasks.task_def import DEFAULT_TASK_DEFS_DIR as d; "
                             "print(mtdnn.__file__); print(mtdnn.data_prep.__file__); "
                             "print(sorted(p.name for p in d.glob('*.yaml')))"],
                            cwd=work, capture_output=True, text=True, check=True).stdout

@@ -239,7 +239,7 @@ def test_a_slurm_job_at_its_time_limit_is_requeued_with_the_same_call() -> None:
     returns: the same call, which resumes the run from its ``last``."""
     import submitit
 
-    from mtdnn.engines import Requeueable
+    from mtdnn.experiment.engines import Requeueable
     from mtdnn.experiment.jobs import run_job
 
     again = Requeueable(run_job).checkpoint("config", ("stage", "mt", 1), None, 2)
@@ -252,8 +252,8 @@ def test_a_slurm_job_at_its_time_limit_is_requeued_with_the_same_call() -> None:
     ("ray", "pip install 'mtdnn[ray]'"), ("slurm", "pip install 'mtdnn[slurm]'")])
 def test_a_missing_engine_names_its_extra(kind: str, message: str, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from mtdnn.engines import Job, LauncherConfig, run_jobs
     from mtdnn.errors import MtdnnError
+    from mtdnn.experiment.engines import Job, LauncherConfig, run_jobs
 
     monkeypatch.setitem(sys.modules, "ray" if kind == "ray" else "submitit", None)
     with pytest.raises(MtdnnError, match=message.replace("[", r"\[").replace("]", r"\]")):

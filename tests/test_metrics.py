@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mtdnn.metrics import accuracy, compute_metrics, f1, mcc
+from mtdnn.tasks.metrics import accuracy, compute_metrics, f1, mcc
 
 
 def test_binary_metrics_by_hand() -> None:

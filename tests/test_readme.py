@@ -35,9 +35,9 @@ def kind_of(data: dict) -> str:
 
 @pytest.mark.parametrize("text", blocks("yaml"), ids=lambda t: t.split("\n", 1)[0][:40])
 def test_every_yaml_example_loads(text: str, tmp_path: Path) -> None:
-    from mtdnn.config import resolve_config
+    from mtdnn.config.resolve import resolve_config
     from mtdnn.experiment import load_experiment
-    from mtdnn.task_def import load_task_file
+    from mtdnn.tasks.task_def import load_task_file
 
     data = yaml.safe_load(text)
     path = tmp_path / "example.yaml"
@@ -49,7 +49,7 @@ def test_every_yaml_example_loads(text: str, tmp_path: Path) -> None:
         path.write_text(text)
         assert load_task_file(path)
     else:
-        from mtdnn.task_def import select_tasks
+        from mtdnn.tasks.task_def import select_tasks
 
         config = resolve_config(data, origin="README")
         assert select_tasks(config)  # inline definitions included
@@ -158,10 +158,10 @@ def command_argv(words: list[str]) -> list[str]:
 
 def resolve_as_the_command_would(words: list[str]) -> None:
     """The run or experiment config a training command would start with, from the repo."""
-    from mtdnn.config import resolve_config
+    from mtdnn.analysis.smart_probe import probe_config
+    from mtdnn.config.resolve import resolve_config
     from mtdnn.experiment import load_experiment
     from mtdnn.experiment.command import chosen_arms, launcher_overrides
-    from mtdnn.smart_probe import probe_config
 
     if words[0] == "torchrun":
         words = ["python", *words[next(i for i, w in enumerate(words) if w.endswith(".py")):]]

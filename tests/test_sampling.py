@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mtdnn.config import SamplerConfig
-from mtdnn.sampling import (
+from mtdnn.config.train_config import SamplerConfig
+from mtdnn.data.sampling import (
     AnnealedSampler,
     CycleRoundRobin,
     ProportionalSampler,
@@ -191,7 +191,7 @@ def test_the_former_name_smart_still_reads_with_a_warning(
     """``sampler.kind: smart`` (before the rename that keeps it apart from SMART the
     regulariser) loads as ``stochastic_round_robin``, and a record that says ``smart``
     compares equal to a config that says the new name."""
-    from mtdnn.config import resolve_config
+    from mtdnn.config.resolve import resolve_config
     from mtdnn.experiment.config import without_cosmetic
 
     with caplog.at_level("WARNING"):

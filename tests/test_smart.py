@@ -8,8 +8,8 @@ from functools import partial
 import pytest
 import torch
 
-from mtdnn.model import MultiTaskModel, load_encoder
-from mtdnn.smart import (
+from mtdnn.modeling.model import MultiTaskModel, load_encoder
+from mtdnn.modeling.smart import (
     MeanTeacher,
     adversarial_loss,
     bregman_loss,
@@ -21,7 +21,7 @@ from mtdnn.smart import (
     teacher_start_share,
     without_parameter_grads,
 )
-from mtdnn.task_def import load_task_defs
+from mtdnn.tasks.task_def import load_task_defs
 
 TASKS = load_task_defs()
 
@@ -282,7 +282,8 @@ def test_teacher_share_survives_a_resume(tiny_model: MultiTaskModel) -> None:
 
 
 def test_step_follows_the_radius_and_a_step_that_cannot_reach_the_ball_is_an_error() -> None:
-    from mtdnn.config import SmartConfig, resolve_config
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.config.smart_config import SmartConfig
     from mtdnn.errors import MtdnnError
 
     paper = SmartConfig()
@@ -302,7 +303,7 @@ def test_step_follows_the_radius_and_a_step_that_cannot_reach_the_ball_is_an_err
 def test_reference_step_formula_on_fixed_tensors() -> None:
     """(ν + η g) / (max over the hidden dimension of |ν + η g| + guard), per token; it
     replaces ν, with no projection (so ε plays no part)."""
-    from mtdnn.smart import reference_step
+    from mtdnn.modeling.smart import reference_step
 
     noise = torch.tensor([[[1e-5, -2e-5, 0.0], [3e-5, 1e-5, -1e-5]]])
     grad = torch.tensor([[[1.0, 0.0, -1.0], [0.0, 0.0, 0.0]]])
@@ -359,8 +360,8 @@ def test_bregman_is_zero_for_teacher_equal_to_student_in_training_mode(
         tiny_model: MultiTaskModel, dropout: str) -> None:
     """Eqs. (2)-(3) compare f(x; θ) with f(x; θ̃) for one f: with the student's dropout
     masks the teacher's copy of the student gives D_Breg = 0; without dropout it does not."""
-    from mtdnn.config import SmartConfig
-    from mtdnn.objective import batch_loss
+    from mtdnn.config.smart_config import SmartConfig
+    from mtdnn.modeling.objective import batch_loss
 
     student = copy.deepcopy(tiny_model).train()
     for module in student.modules():  # enough dropout to see it
@@ -379,8 +380,8 @@ def test_bregman_is_zero_for_teacher_equal_to_student_in_training_mode(
 
 def test_batch_loss_adds_the_weighted_terms_and_logs_their_size(
         tiny_model: MultiTaskModel) -> None:
-    from mtdnn.config import SmartConfig
-    from mtdnn.objective import batch_loss
+    from mtdnn.config.smart_config import SmartConfig
+    from mtdnn.modeling.objective import batch_loss
 
     model = copy.deepcopy(tiny_model).train()
     teacher = MeanTeacher(model, total_updates=10)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import head_jsonl
+from mtdnn.analysis.smart_probe import main
 from mtdnn.commandline import run_cli
-from mtdnn.smart_probe import main
 
 
 def test_probe_prints_r_s_growing_with_epsilon(prepared_data: Path, tiny_encoder_dir: Path,

@@ -13,9 +13,9 @@ import pytest
 from safetensors.torch import load_file
 
 from conftest import REPO, head_jsonl
-from mtdnn.config import resolve_config
-from mtdnn.model import MultiTaskModel
-from mtdnn.trainer import train
+from mtdnn.config.resolve import resolve_config
+from mtdnn.modeling.model import MultiTaskModel
+from mtdnn.training.trainer import train
 
 
 @pytest.fixture(scope="module")

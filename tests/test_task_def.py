@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mtdnn.errors import MtdnnError
-from mtdnn.task_def import load_task_defs, load_task_file
+from mtdnn.tasks.task_def import load_task_defs, load_task_file
 
 GOOD = """\
 rte:

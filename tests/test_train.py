@@ -12,8 +12,8 @@ import torch
 from transformers import AutoModel
 
 from conftest import REPO, read_metrics, run_train
-from mtdnn.config import resolve_config
-from mtdnn.trainer import train
+from mtdnn.config.resolve import resolve_config
+from mtdnn.training.trainer import train
 
 
 def test_multi_task_run_writes_metrics_and_checkpoints(stage_one: Path) -> None:
@@ -113,18 +113,19 @@ def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir:
 def test_max_eval_examples_scores_the_first_rows_of_each_dev_set(
         prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    import mtdnn.trainer
+    import mtdnn.training.trainer
 
-    caplog.set_level("INFO", logger="mtdnn.data")  # the data lines come before the run's log
+    # the data lines come before the run's log
+    caplog.set_level("INFO", logger="mtdnn.data.tokenized")
 
     scored = []
-    real_evaluate = mtdnn.trainer.evaluate_tasks
+    real_evaluate = mtdnn.training.trainer.evaluate_tasks
 
     def recording_evaluate(model, data, *args, **kwargs):
         scored.append(list(data["rte"].dev.dataset["uid"]))
         return real_evaluate(model, data, *args, **kwargs)
 
-    monkeypatch.setattr(mtdnn.trainer, "evaluate_tasks", recording_evaluate)
+    monkeypatch.setattr(mtdnn.training.trainer, "evaluate_tasks", recording_evaluate)
     summary, _ = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "epochs=1",
                               "max_eval_examples=7")
     rows = [json.loads(line) for line in (tmp_path / "rte.jsonl").read_text().splitlines()]
@@ -141,16 +142,16 @@ def test_max_eval_examples_scores_the_first_rows_of_each_dev_set(
 
 def record_saves(monkeypatch) -> list[dict]:
     """The checkpoint info (step, metrics, ...) of every save the trainer makes, in order."""
-    import mtdnn.trainer
+    import mtdnn.training.trainer
 
     saves = []
-    real_save = mtdnn.trainer.save_last
+    real_save = mtdnn.training.trainer.save_last
 
     def recording_save(run, *args, **kwargs):
         saves.append(args[3])
         return real_save(run, *args, **kwargs)
 
-    monkeypatch.setattr(mtdnn.trainer, "save_last", recording_save)
+    monkeypatch.setattr(mtdnn.training.trainer, "save_last", recording_save)
     return saves
 
 
@@ -185,8 +186,8 @@ def test_periodic_steps_on_an_epoch_end_save_and_evaluate_once(
 
 
 def test_one_rule_decides_when_to_save_and_evaluate() -> None:
-    from mtdnn.config import resolve_config
-    from mtdnn.trainer import checkpoint_due
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.training.timing import checkpoint_due
 
     config = resolve_config(None, ["tasks=[rte]", "eval_every_steps=4", "save_every_steps=3",
                                 "eval_every_epoch=false"])

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from conftest import head_jsonl, read_metrics
-from mtdnn.config import resolve_config
-from mtdnn.trainer import TrainingRecipe, train
+from mtdnn.config.resolve import resolve_config
+from mtdnn.training.trainer import TrainingRecipe, train
 
 
 def rte_keys(data: Path, encoder: Path, tmp_path: Path, *overrides: str) -> list[str]:
@@ -33,7 +33,7 @@ def test_a_finished_run_extended_goes_on_under_the_longer_schedule(
                                           f"resume={tmp_path / 'run'}"]))
     assert longer["steps"] == 24 and longer["resumed_from_step"] == 12
     # both processes named in the record of who trained which steps
-    from mtdnn.provenance import code_version
+    from mtdnn.runs.provenance import code_version
 
     assert [seg["from_step"] for seg in first["trained_by"]] == [0]
     assert [seg["from_step"] for seg in longer["trained_by"]] == [0, 12]
@@ -86,7 +86,7 @@ def test_label_smoothing_reaches_the_loss(prepared_data: Path, tiny_encoder_dir:
     made = recipe([*base, "label_smoothing=0.3"])
     made.sampler.load_state_dict(made.state.sampler_state)
     ref = made.sampler.plan_epoch()[0][0]
-    from mtdnn.data import get_batch
+    from mtdnn.data.tokenized import get_batch
 
     data = made.data["rte"]
     batch = get_batch(data.train, ref.indices, data.collator)
@@ -94,7 +94,7 @@ def test_label_smoothing_reaches_the_loss(prepared_data: Path, tiny_encoder_dir:
     made.model.eval()  # no dropout: the same outputs twice
     with torch.no_grad():
         logits = made.model("rte", **batch)
-    from mtdnn.objective import batch_loss
+    from mtdnn.modeling.objective import batch_loss
 
     with torch.no_grad():
         smoothed = batch_loss(made.model, made.tasks["rte"], batch, labels, made.config.smart,
@@ -117,8 +117,8 @@ def test_gradient_checkpointing_is_on_and_changes_no_number(
 
 
 def test_warmup_steps_replace_the_warmup_ratio() -> None:
-    from mtdnn.config import OptimizerConfig
-    from mtdnn.optimization import build_scheduler
+    from mtdnn.config.train_config import OptimizerConfig
+    from mtdnn.training.optimization import build_scheduler
 
     weight = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([weight], lr=1.0)

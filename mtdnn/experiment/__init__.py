@@ -22,15 +22,15 @@ it ran with, its start weights' fingerprint and its logged SMART terms. A run wi
 record is skipped (in ``output_dir``, or already published) and an interrupted one resumes
 from its last checkpoint. A record whose training keys or start weights differ from the
 config's now is an error, not a silent mix. Each stage seed and each run is one job
-(:mod:`~mtdnn.experiment.jobs`), run on an engine (:mod:`mtdnn.engines`):
+(:mod:`~mtdnn.experiment.jobs`), run on an engine (:mod:`mtdnn.experiment.engines`):
 local processes (``--jobs N``), Slurm through ``submitit``, or a Ray cluster.
 Results: ``results.csv`` (one row per run and metric), ``results.md`` (see
-:mod:`mtdnn.tables` for the two layouts) and ``results.png``.
+:mod:`mtdnn.analysis.tables` for the two layouts) and ``results.png``.
 
 The package's modules, in the order a run meets them: :mod:`~mtdnn.experiment.config`
 (the YAML), :mod:`~mtdnn.experiment.grid` (the runs), :mod:`~mtdnn.experiment.records`
 (finished runs and their checks), :mod:`~mtdnn.experiment.jobs` (the units of work,
-run by :mod:`mtdnn.engines`),
+run by :mod:`mtdnn.experiment.engines`),
 :mod:`~mtdnn.experiment.stages` (stage 1), :mod:`~mtdnn.experiment.runner` (training the
 missing runs), :mod:`~mtdnn.experiment.results` (tables, plots, publishing) and
 :mod:`~mtdnn.experiment.command` (the command line).

@@ -24,7 +24,7 @@ from mtdnn.experiment.config import ExperimentConfig, load_experiment
 from mtdnn.files import make_output_dir
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("mtdnn.experiment", __doc__)
     parser.add_argument("--config", help="experiment YAML (experiments/*.yaml)")
     parser.add_argument("--report-only", action="store_true",
@@ -60,19 +60,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="override a config key, e.g. seeds=[13,14] train.epochs=2")
     add_debug_flag(parser)
-    args = parsed_with_logging(parser, argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parsed_with_logging(build_parser(), argv)
     config = load_experiment(args.config, [*args.overrides, *launcher_overrides(args)])
     # after the config is read: --help and a bad key answer before torch loads
+    from mtdnn.analysis.agreement_runs import AgreementAnalysis
+
+    analyses = (AgreementAnalysis(),)  # what the runner measures of each run's model
+    for analysis in analyses:
+        analysis.check(config, args.config)
     from mtdnn.experiment.grid import all_sizes, cells
     from mtdnn.experiment.jobs import work_left
     from mtdnn.experiment.records import input_status
     from mtdnn.experiment.results import publish, write_report
-    from mtdnn.experiment.runner import rescore_agreement, run_experiment
+    from mtdnn.experiment.runner import rescore, run_experiment
 
     arms = chosen_arms(config, args.arms)
     changed = "rerun" if args.rerun_changed else "keep" if args.keep_changed else "refuse"
     if args.stages_only:
-        run_experiment(config, stages_only=True, arms=arms, changed=changed)
+        run_experiment(config, stages_only=True, arms=arms, changed=changed,
+                       analyses=analyses)
         if args.publish:
             publish(config)
         return
@@ -80,10 +90,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.report_only or args.rescore_agreement:
         make_output_dir(Path(config.output_dir))
         if args.rescore_agreement:
-            rescore_agreement(config, sizes)
-        records = write_report(config, sizes)
+            rescore(config, sizes, analyses)
+        records = write_report(config, sizes, analyses)
     else:
-        records = run_experiment(config, arms=arms, changed=changed)
+        records = run_experiment(config, arms=arms, changed=changed, analyses=analyses)
     if args.publish:
         publish(config)
     out = Path(config.output_dir)

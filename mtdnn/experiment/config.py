@@ -9,16 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mtdnn.config import (
-    apply_override,
-    load_mapping,
-    merged,
-    resolve_config,
-    with_current_names,
-)
-from mtdnn.engines import LauncherConfig
+from mtdnn.config.compatibility import with_current_names
+from mtdnn.config.resolve import apply_override, load_mapping, merged, resolve_config
+from mtdnn.config.schema import build
+from mtdnn.config.train_config import keys_marked
 from mtdnn.errors import MtdnnError
-from mtdnn.schema import build
+from mtdnn.experiment.engines import LauncherConfig
 
 FULL = "full"            # the subset that is a task's whole train file
 
@@ -30,14 +26,12 @@ STAGE_PREFIX = "stage:"
 
 
 # Keys that change how a run looks or how often it saves, not what it learns: a finished
-# run stays valid (records written before a key joined this list still compare equal).
-COSMETIC_TRAIN_KEYS = ("progress_bar", "cache_dir", "log_every_steps", "save_every_steps")
-
-
-# What the hf_trainer backend reads; any other training key would be silently ignored.
-HF_TRAINER_KEYS = ("epochs", "max_steps", "batch_size", "optimizer.lr", "max_seq_len",
-                   "encoder", "encoder_layers", "precision", *COSMETIC_TRAIN_KEYS,
-                   "eval_every_epoch", "tasks", "data_dir", "seed", "output_dir")
+# run stays valid (records written before a key was marked still compare equal). Marked
+# on the key's field (``cosmetic=True``), as its help is.
+COSMETIC_TRAIN_KEYS = keys_marked("cosmetic")
+# What the hf_trainer backend reads (``hf_trainer=True`` on the field); any other training
+# key would be silently ignored, so it is an error.
+HF_TRAINER_KEYS = keys_marked("hf_trainer")
 
 
 @dataclass(frozen=True)
@@ -64,7 +58,7 @@ class Stage:
 @dataclass(frozen=True)
 class Agreement:
     """Figure 2's breakdown after each run of an NLI task: accuracy and KL to the human
-    label distribution per annotator-agreement level (:mod:`mtdnn.agreement`)."""
+    label distribution per annotator-agreement level (:mod:`mtdnn.analysis.agreement`)."""
 
     chaosnli: str  # ChaosNLI's jsonl for the task's dev pairs
     # the files scored: the dev file, or ChaosNLI's held-out pairs then a dev file as the rest
@@ -121,7 +115,7 @@ class ExperimentConfig:
     baseline: str | None = None
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys for every run
     # where the jobs run: local processes (default), Slurm through submitit, or Ray
-    # (mtdnn.engines); the command line's --launcher/--jobs override it
+    # (mtdnn.experiment.engines); the command line's --launcher/--jobs override it
     launcher: LauncherConfig = LauncherConfig()
 
 
@@ -178,7 +172,6 @@ def load_experiment(path: str | Path | None, overrides: list[str]) -> Experiment
                          "not run", file=path, key=f"agreement.{strangers[0]}",
                          allowed=", ".join(config.tasks) or "tasks given under tasks:")
     check_paper(config, path)
-    check_agreement(config, path)
     for name in config.stages:
         resolve_config(stage_run_keys(config, name), origin=f"{source} (stages.{name})")
     for name, arm in config.arms.items():
@@ -224,35 +217,6 @@ def check_seeds_and_folders(config: ExperimentConfig, path: str | Path | None) -
                          allowed="a tracked folder apart from output_dir, e.g. results/<name>")
 
 
-def check_agreement(config: ExperimentConfig, path: str | Path | None) -> None:
-    """Figure 2's breakdown needs a three-label NLI task and its files, known before the
-    first run trains (not after it)."""
-    from mtdnn.agreement import LABELS
-    from mtdnn.task_def import load_task_defs
-
-    if not config.agreement:
-        return
-    known = load_task_defs(config.train.get("task_defs", ("packaged",)))
-    for task in config.agreement:
-        definition = known.get(task)
-        if definition is not None and tuple(sorted(definition.labels)) != tuple(sorted(LABELS)):
-            raise MtdnnError(f"task '{task}' has labels {list(definition.labels)}: the "
-                             "agreement breakdown compares three NLI labels with ChaosNLI's",
-                             file=path, key=f"agreement.{task}",
-                             allowed=f"a task labelled {', '.join(LABELS)} (snli, mnli)")
-
-
-def check_agreement_files(config: ExperimentConfig) -> None:
-    """The agreement breakdown's files exist (checked before training, not at load: a
-    report of finished runs needs none of them)."""
-    for task, spec in config.agreement.items():
-        for name, file in (("chaosnli", spec.chaosnli),
-                           *((f"rows[{i}]", f) for i, f in enumerate(spec.rows))):
-            if not Path(file).is_file():
-                raise MtdnnError("file not found", file=file, key=f"agreement.{task}.{name}",
-                                 allowed="an existing file (make splits writes them)")
-
-
 def without_narrowed_tasks(config: ExperimentConfig, declared: object) -> ExperimentConfig:
     """The config without the paper's numbers and the agreement breakdowns of the tasks the
     file declares but an override took out (``tasks=[rte]`` runs a grid one task at a time:
@@ -273,7 +237,7 @@ def without_narrowed_tasks(config: ExperimentConfig, declared: object) -> Experi
 def check_paper(config: ExperimentConfig, path: str | Path | None) -> None:
     """The paper's numbers name arms and columns of this experiment (a misspelt one would
     drop out of the sign pattern without a word)."""
-    from mtdnn.task_def import load_task_defs
+    from mtdnn.tasks.task_def import load_task_defs
 
     if not config.paper:
         return

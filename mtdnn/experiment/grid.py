@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtdnn.config import merged
+from mtdnn.config.resolve import merged
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import FULL, MULTITASK, ExperimentConfig, stage_of, task_subsets
 from mtdnn.files import read_json

@@ -1,4 +1,4 @@
-"""A grid's units of work, for any engine (:mod:`mtdnn.engines`) to run.
+"""A grid's units of work, for any engine (:mod:`mtdnn.experiment.engines`) to run.
 
 A **stage job** trains one seed of a multi-task stage, resuming from its ``last``. A
 **cell job** fine-tunes one (arm, task, subset, seed, stage seed), resuming from its own
@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mtdnn.config import resolve_config
-from mtdnn.engines import Job, Outcome, run_jobs
+from mtdnn.config.resolve import resolve_config
+from mtdnn.data.sources import input_fingerprints
 from mtdnn.errors import MtdnnError
+from mtdnn.experiment.analyses import RunAnalysis
 from mtdnn.experiment.config import MULTITASK, ExperimentConfig, arm_train_keys, stage_of
+from mtdnn.experiment.engines import Job, Outcome, run_jobs
 from mtdnn.experiment.grid import Cell, all_sizes, cell_keys, cells, task_file
 from mtdnn.experiment.records import (
     RECORD,
@@ -33,19 +36,20 @@ from mtdnn.experiment.records import (
     what_ran,
     write_record,
 )
-from mtdnn.run_dir import RunDir
-from mtdnn.sources import input_fingerprints
-from mtdnn.task_def import select_tasks
+from mtdnn.runs.run_dir import RunDir
+from mtdnn.tasks.task_def import select_tasks
 
 log = logging.getLogger(__name__)
 
 
 def plan(config: ExperimentConfig, stages_only: bool = False,
-         arms: tuple[str, ...] | None = None) -> list[Job]:
+         arms: tuple[str, ...] | None = None,
+         analyses: Sequence[RunAnalysis] = ()) -> list[Job]:
     """The jobs ``config``'s grid still needs, stage jobs first (only those with
     ``stages_only``); a cell job names its stage job as ``after``. A stage is trained only
     for runs still to make: once they are all finished, its weights are not needed again.
-    ``arms``: only these arms' runs (and their stages)."""
+    ``arms``: only these arms' runs (and their stages). ``analyses``: what each cell job
+    measures of its run's final model."""
     stages: dict[tuple[str, int], Job | None] = {}
     jobs: list[Job] = []
 
@@ -53,7 +57,7 @@ def plan(config: ExperimentConfig, stages_only: bool = False,
         if (stage, seed) not in stages:
             trained = stage_trained(stage_folder(config, stage, seed))
             stages[(stage, seed)] = None if trained else Job(
-                f"stage {stage} seed {seed}", (config, ("stage", stage, seed)))
+                f"stage {stage} seed {seed}", (config, ("stage", stage, seed), ()))
         return stages[(stage, seed)]
 
     for cell in cells(config, all_sizes(config)):
@@ -63,7 +67,7 @@ def plan(config: ExperimentConfig, stages_only: bool = False,
         stage = stage_of(config, cell.arm)
         after = stage_job(stage, cell.stage_seed) if stage is not None else None
         if not stages_only:
-            jobs.append(Job(describe(cell), (config, ("cell", cell)), after))
+            jobs.append(Job(describe(cell), (config, ("cell", cell), tuple(analyses)), after))
     return [job for job in stages.values() if job is not None] + jobs
 
 
@@ -96,7 +100,8 @@ def work_left(config: ExperimentConfig) -> str:
             f"stage{'s' * (stages != 1)} to train")
 
 
-def run_job(config: ExperimentConfig, what: tuple, after: Any = None,
+def run_job(config: ExperimentConfig, what: tuple, analyses: Sequence[RunAnalysis] = (),
+            after: Any = None,
             threads: int | None = None) -> dict[str, Any] | None:
     """Run one job to its end (resuming it if it was interrupted); returns its record.
     ``what``: ``("stage", name, seed)`` or ``("cell", cell)``. ``after``: the result of
@@ -114,10 +119,11 @@ def run_job(config: ExperimentConfig, what: tuple, after: Any = None,
 
         build_stage(config, what[1], what[2])
         return stage_record(config, what[1], what[2])
-    return run_cell_job(config, what[1])
+    return run_cell_job(config, what[1], analyses)
 
 
-def run_cell_job(config: ExperimentConfig, cell: Cell) -> dict[str, Any]:
+def run_cell_job(config: ExperimentConfig, cell: Cell,
+                 analyses: Sequence[RunAnalysis] = ()) -> dict[str, Any]:
     """A cell: its record if finished, copied in if ``reuse_from`` holds it, else trained."""
     done = find_record(config, cell.folder)
     if done is not None:
@@ -129,7 +135,7 @@ def run_cell_job(config: ExperimentConfig, cell: Cell) -> dict[str, Any]:
         reuse(config, cell, source)
         return read_record(Path(config.output_dir) / cell.folder / RECORD)
     log.info("run %s", cell)
-    return run_cell(config, cell, entry, init, fingerprint)
+    return run_cell(config, cell, entry, init, fingerprint, analyses)
 
 
 def start_point(config: ExperimentConfig, cell: Cell) -> tuple[Path | None, str | None]:
@@ -151,7 +157,7 @@ def start_point(config: ExperimentConfig, cell: Cell) -> tuple[Path | None, str 
 
 def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
              init: Path | None, folder: Path) -> dict[str, Any]:
-    from mtdnn.checkpoint import continue_keys  # torch: planning and reports do without it
+    from mtdnn.training.resume import continue_keys
 
     # a line every tenth of the run instead of a bar (jobs running at once would draw over
     # each other)
@@ -160,9 +166,10 @@ def run_keys(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
 
 
 def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
-             init: Path | None, fingerprint: str | None) -> dict[str, Any]:
+             init: Path | None, fingerprint: str | None,
+             analyses: Sequence[RunAnalysis] = ()) -> dict[str, Any]:
     """Train one run (resuming it if it was interrupted); write its record."""
-    from mtdnn.checkpoint import keep_model_only
+    from mtdnn.runs.checkpoint import keep_model_only
 
     folder = Path(config.output_dir) / cell.folder
     keys = run_keys(config, cell, entry, init, folder)
@@ -173,11 +180,11 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
     resolved = resolve_config(keys, origin=f"run {folder}")
     inputs = input_fingerprints(resolved, select_tasks(resolved))  # as the run starts
     if hf_trainer:
-        from mtdnn.hf_trainer import run_config
+        from mtdnn.training.hf_trainer import run_config
 
         summary = run_config(resolved, folder)
     else:
-        from mtdnn.trainer import train
+        from mtdnn.training.trainer import train
 
         summary = train(resolved)
     run = RunDir(folder)
@@ -196,26 +203,10 @@ def run_cell(config: ExperimentConfig, cell: Cell, entry: dict[str, Any],
               "train_seconds": summary.get("train_seconds"),
               "resumed_from_step": summary.get("resumed_from_step", 0),
               "wall_seconds": round(time.perf_counter() - started, 1)}
-    if agreement_applies(config, cell):
-        record["agreement"] = agreement_breakdown(config, cell, folder, summary["precision"])
+    for analysis in analyses:
+        if analysis.applies(config, cell):
+            record[analysis.name] = analysis.measure(config, cell, folder, summary["precision"])
     write_record(folder / RECORD, record)
     if config.finished_runs_keep == "model":
         keep_model_only(folder)
     return record
-
-
-def agreement_applies(config: ExperimentConfig, cell: Cell) -> bool:
-    spec = config.agreement.get(cell.task)
-    return (spec is not None and config.arms[cell.arm].backend == "mtdnn"
-            and (spec.subsets is None or cell.subset in spec.subsets))
-
-
-def agreement_breakdown(config: ExperimentConfig, cell: Cell, folder: Path,
-                        precision: str) -> dict[str, Any]:
-    """The Figure 2 breakdown of the run's final model (``folder/last``)."""
-    from mtdnn.agreement import model_breakdown
-    from mtdnn.predictor import Predictor
-
-    spec = config.agreement[cell.task]
-    return model_breakdown(Predictor(folder / "last", precision=precision), cell.task,
-                           [Path(f) for f in spec.rows], Path(spec.chaosnli))

@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mtdnn.config import SmartConfig, resolve_config, with_former_teacher
+from mtdnn.config.compatibility import with_former_teacher
+from mtdnn.config.resolve import resolve_config
+from mtdnn.config.schema import to_dict
+from mtdnn.config.smart_config import SmartConfig
+from mtdnn.data.sources import input_fingerprints
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import (
     ExperimentConfig,
@@ -21,11 +25,9 @@ from mtdnn.experiment.config import (
 )
 from mtdnn.experiment.grid import Cell, cell_keys, cells, task_file
 from mtdnn.files import atomic_write_json, read_json
-from mtdnn.provenance import code_version
-from mtdnn.run_dir import RunDir
-from mtdnn.schema import to_dict
-from mtdnn.sources import input_fingerprints
-from mtdnn.task_def import select_tasks
+from mtdnn.runs.provenance import code_version
+from mtdnn.runs.run_dir import RunDir
+from mtdnn.tasks.task_def import select_tasks
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +133,7 @@ def what_ran(run: RunDir, summary: dict[str, Any], smart: SmartConfig) -> dict[s
     preset table of its day: the resolved SMART settings, the logged size of each SMART
     term, the teacher's share of the start weights at the end, the dev predictions' mean
     entropy, and the code and machines that trained it."""
-    from mtdnn.objective import LOGGED_TERMS  # (torch: a run has just trained)
+    from mtdnn.modeling.objective import LOGGED_TERMS  # (torch: a run has just trained)
 
     return {"smart_terms": run.logged_terms(LOGGED_TERMS),
             "smart_settings": to_dict(smart) if smart.enabled else None,
@@ -231,7 +233,7 @@ def start_fingerprints(config: ExperimentConfig, running: bool
                 if record is not None:
                     prints[(arm, seed)] = record["weights_fingerprint"]
         elif Path(spec.init).is_dir():
-            from mtdnn.checkpoint import weights_fingerprint
+            from mtdnn.runs.checkpoint import weights_fingerprint
 
             prints[(arm, None)] = weights_fingerprint(Path(spec.init))
         elif running:

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from mtdnn.config.schema import to_dict
 from mtdnn.errors import MtdnnError
+from mtdnn.experiment.analyses import RunAnalysis
 from mtdnn.experiment.config import (
     MULTITASK,
     ExperimentConfig,
-    check_agreement_files,
 )
 from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
-from mtdnn.experiment.jobs import agreement_applies, agreement_breakdown, launch, plan
+from mtdnn.experiment.jobs import launch, plan
 from mtdnn.experiment.records import (
     RECORD,
     InputStatus,
@@ -29,37 +31,34 @@ from mtdnn.experiment.records import (
 )
 from mtdnn.experiment.results import write_report
 from mtdnn.files import atomic_write_json, check_output_folder, make_output_dir
-from mtdnn.schema import to_dict
 
 log = logging.getLogger(__name__)
 
 
-def rescore_agreement(config: ExperimentConfig,
-                      sizes: dict[str, dict[str, dict[str, Any]]]) -> None:
-    """Recompute the breakdown of every finished run in ``output_dir`` that lacks one of its
-    measures (e.g. one added since) and whose final model is still there; the rest of each
-    record stays as it was. An interrupted rescoring resumes where it stopped."""
-    from mtdnn.agreement import DECIMALS, LEVELS
-
-    rescored = missing = current = 0
-    for cell in cells(config, sizes):
-        folder = Path(config.output_dir) / cell.folder
-        if not agreement_applies(config, cell) or not (folder / RECORD).is_file():
-            continue
-        record = read_record(folder / RECORD)
-        if all(set(DECIMALS) <= set(record.get("agreement", {}).get(level, {}))
-               for level in LEVELS):
-            current += 1
-            continue
-        if not (folder / "last").is_dir():
-            missing += 1
-            continue
-        record["agreement"] = agreement_breakdown(config, cell, folder, record["precision"])
-        write_record(folder / RECORD, record)
-        rescored += 1
-    log.info("rescored the agreement breakdown of %d runs; %d already had every measure; "
-             "%d runs no longer have their final model and keep their old breakdown",
-             rescored, current, missing)
+def rescore(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]],
+            analyses: Sequence[RunAnalysis]) -> None:
+    """Measure again every finished run in ``output_dir`` whose record lacks one of an
+    analysis's measures (e.g. one added since) and whose final model is still there; the
+    rest of each record stays as it was. An interrupted rescoring resumes where it stopped."""
+    for analysis in analyses:
+        rescored = missing = current = 0
+        for cell in cells(config, sizes):
+            folder = Path(config.output_dir) / cell.folder
+            if not analysis.applies(config, cell) or not (folder / RECORD).is_file():
+                continue
+            record = read_record(folder / RECORD)
+            if analysis.complete(record.get(analysis.name)):
+                current += 1
+                continue
+            if not (folder / "last").is_dir():
+                missing += 1
+                continue
+            record[analysis.name] = analysis.measure(config, cell, folder, record["precision"])
+            write_record(folder / RECORD, record)
+            rescored += 1
+        log.info("%s: rescored %d runs; %d already had every measure; %d runs no longer "
+                 "have their final model and keep their old measures", analysis.name,
+                 rescored, current, missing)
 
 
 ChangedInputs = Literal["refuse", "rerun", "keep"]
@@ -67,7 +66,8 @@ ChangedInputs = Literal["refuse", "rerun", "keep"]
 
 def run_experiment(config: ExperimentConfig, stages_only: bool = False,
                    arms: tuple[str, ...] | None = None,
-                   changed: ChangedInputs = "refuse") -> list[dict[str, Any]]:
+                   changed: ChangedInputs = "refuse",
+                   analyses: Sequence[RunAnalysis] = ()) -> list[dict[str, Any]]:
     """Run every job the grid still needs (of ``arms`` only, if given) on
     ``config.launcher``'s engine, then write the results files of every arm; returns the
     finished runs' records (the tables' rows). Every finished run is checked before
@@ -90,20 +90,20 @@ def run_experiment(config: ExperimentConfig, stages_only: bool = False,
         handle_changed_inputs(config, status, changed)
         finished_here = [folder for folder in finished_here if folder.is_dir()]
     if config.finished_runs_keep == "model":
-        from mtdnn.checkpoint import keep_model_only  # (torch: only when there is work)
+        from mtdnn.runs.checkpoint import keep_model_only
 
         freed = sum(keep_model_only(folder) for folder in finished_here)
         if freed:
             log.info("finished_runs_keep: model: %.1f GB of resumable state and best "
                      "checkpoints deleted from finished runs", freed / 1e9)
-    jobs = plan(config, stages_only, arms)
+    jobs = plan(config, stages_only, arms, analyses)
     check_output_folder(Path(config.output_dir), "output_dir")
     check_data_files(config, [job.args[1][1] for job in jobs if job.args[1][0] == "cell"],
-                     sizes)
+                     sizes, analyses)
     out = make_output_dir(Path(config.output_dir))
     atomic_write_json(out / "experiment_config.json", to_dict(config))
     outcomes = launch(config, jobs) if jobs else []
-    records = write_report(config, sizes)
+    records = write_report(config, sizes, analyses)
     failed = [outcome for outcome in outcomes if not outcome.ok]
     if failed:
         raise MtdnnError(
@@ -160,10 +160,11 @@ def set_aside(config: ExperimentConfig, cell: Cell) -> None:
 
 
 def check_data_files(config: ExperimentConfig, todo: list[Cell],
-                     sizes: dict[str, dict[str, dict[str, Any]]]) -> None:
+                     sizes: dict[str, dict[str, dict[str, Any]]],
+                     analyses: Sequence[RunAnalysis] = ()) -> None:
     """Every file the runs to do will read exists, before any folder is made."""
-    if todo:
-        check_agreement_files(config)
+    for analysis in analyses if todo else ():
+        analysis.check_files(config)
     for cell in todo:
         if cell.task == MULTITASK:
             continue

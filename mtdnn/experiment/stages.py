@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mtdnn.config import resolve_config
+from mtdnn.config.resolve import resolve_config
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.config import ExperimentConfig, stage_run_keys, stage_train_keys
 from mtdnn.experiment.records import (
@@ -23,7 +23,7 @@ from mtdnn.experiment.records import (
     what_ran,
     write_record,
 )
-from mtdnn.run_dir import RunDir
+from mtdnn.runs.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,9 @@ def build_stage(config: ExperimentConfig, name: str, seed: int) -> tuple[Path, s
     weights are not here. A stage re-trained (e.g. on another machine, after its weights
     were deleted) must come out with the weights its finished runs started from, unless
     ``retrained_stages: accept`` (then it is another realization of the stage)."""
-    from mtdnn.checkpoint import continue_keys, weights_fingerprint
-    from mtdnn.trainer import train
+    from mtdnn.runs.checkpoint import weights_fingerprint
+    from mtdnn.training.resume import continue_keys
+    from mtdnn.training.trainer import train
 
     folder = stage_folder(config, name, seed)
     record = stage_record(config, name, seed)

@@ -1,0 +1,2 @@
+"""Reading results: statistics, the paper's tables, plots, agreement with human labels,
+and the SMART probe."""

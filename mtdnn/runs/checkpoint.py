@@ -1,0 +1,282 @@
+"""Checkpoints, and everything exact resume needs: this module owns both.
+
+A checkpoint is one folder, written atomically (temporary folder, then rename)::
+
+    encoder/              save_pretrained safetensors + tokenizer: loads in plain transformers
+    heads.safetensors     one tensor per head parameter, keyed "<task>.<param>"
+    task_defs.yaml        the task definitions the heads were built from
+    config.yaml           the resolved run config that wrote it
+    checkpoint.json       step, epoch, dev metrics, package version
+    teacher.safetensors   with SMART's Bregman term: the mean teacher (encoder + heads)
+    training_state.pt     in ``last``: what resuming needs (optimizer, scheduler, scaler,
+                          sampler, counters, dev history, RNG; see
+                          :class:`mtdnn.runs.run_state.RunState`)
+
+Restoring all of it (plus the weights and the teacher, each through its own
+``state_dict``) continues a killed run exactly as if it had never stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import pickle
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import yaml
+from safetensors.torch import load_file, save_file
+
+from mtdnn._version import __version__
+from mtdnn.config.schema import to_dict
+from mtdnn.errors import MtdnnError
+from mtdnn.files import atomic_dir, sha256_of
+from mtdnn.modeling.smart import MeanTeacher
+from mtdnn.runs.randomness import rng_state
+from mtdnn.runs.run_dir import CONFIG_FILE, INFO_FILE, STEPS_DIR, RunDir, checkpoint_info
+from mtdnn.runs.run_state import RunState
+from mtdnn.tasks.task_def import TaskDef, load_task_file
+
+if TYPE_CHECKING:  # mtdnn.modeling.model imports transformers (seconds); reading records needs none
+    from mtdnn.modeling.model import MultiTaskModel
+
+
+log = logging.getLogger(__name__)
+
+
+ENCODER_DIR = "encoder"
+
+
+HEADS_FILE = "heads.safetensors"
+
+
+TASK_DEFS_FILE = "task_defs.yaml"
+
+
+STATE_FILE = "training_state.pt"
+
+
+TEACHER_FILE = "teacher.safetensors"
+
+
+REQUIRED = (ENCODER_DIR, HEADS_FILE, TASK_DEFS_FILE, INFO_FILE, CONFIG_FILE)
+
+
+def task_defs_yaml(tasks: dict[str, TaskDef]) -> str:
+    """Task definitions in the ``task_defs/*.yaml`` format."""
+    data = {}
+    for name, task in tasks.items():
+        spec = to_dict(task)
+        del spec["name"]
+        data[name] = spec
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_yaml: str,
+                    info: dict[str, Any], training_state: dict[str, Any] | None = None,
+                    teacher: MeanTeacher | None = None) -> None:
+    """Write ``model`` and its context to ``path`` atomically (replacing any old one)."""
+
+    with atomic_dir(path) as tmp:
+        model.save_encoder(tmp / ENCODER_DIR)
+        tokenizer.save_pretrained(tmp / ENCODER_DIR)
+        heads = {f"{task}.{key}": value.detach().cpu().contiguous()
+                 for task, head in model.heads.items() for key, value in head.state_dict().items()}
+        save_file(heads, tmp / HEADS_FILE)
+        (tmp / TASK_DEFS_FILE).write_text(task_defs_yaml(model.tasks), encoding="utf-8")
+        (tmp / CONFIG_FILE).write_text(config_yaml, encoding="utf-8")
+        (tmp / INFO_FILE).write_text(json.dumps({**info, "mtdnn_version": __version__},
+                                                indent=2) + "\n", encoding="utf-8")
+        if teacher is not None:
+            state = teacher.state_dict()
+            save_file({k: v.detach().cpu().contiguous() for k, v in state["model"].items()},
+                      tmp / TEACHER_FILE, metadata={"updates": str(state["updates"])})
+        if training_state is not None:
+            torch.save(training_state, tmp / STATE_FILE)
+
+
+def save_last(run: RunDir, model: MultiTaskModel, tokenizer: Any, config_yaml: str,
+              info: dict[str, Any], training_state: dict[str, Any],
+              teacher: MeanTeacher | None, is_best: bool, keep_last_n: int | None) -> None:
+    """The run's resumable ``last`` checkpoint; copied to ``best`` when its score is the
+    best so far, and to ``checkpoints/step-<N>`` when ``keep_last_n`` step copies are
+    kept (the oldest deleted)."""
+    save_checkpoint(run.last, model, tokenizer, config_yaml, info, training_state, teacher)
+    steps = run.path / STEPS_DIR
+    copies = ([run.best] if is_best else []) + \
+        ([steps / f"step-{info['step']}"] if keep_last_n else [])
+    for target in copies:
+        copy_checkpoint(run.last, target)
+    if keep_last_n:  # the newest keep_last_n step copies stay
+        kept = sorted(steps.glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+        for old in kept[:-keep_last_n]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def copy_checkpoint(source: Path, target: Path) -> None:
+    """Copy a checkpoint folder atomically (``last`` → ``best``), without the resume state:
+    runs resume from ``last``."""
+    with atomic_dir(target) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(STATE_FILE))
+
+
+def check_checkpoint(path: Path) -> None:
+    """Raise a clear error unless ``path`` is a complete checkpoint folder."""
+    if not path.is_dir():
+        raise MtdnnError("checkpoint folder not found", file=path,
+                         allowed="a folder written by train.py, e.g. runs/<name>/best")
+    missing = [name for name in REQUIRED if not (path / name).exists()]
+    if missing:
+        raise MtdnnError(f"not a complete checkpoint: {', '.join(missing)} missing", file=path,
+                         allowed=f"a folder holding {', '.join(REQUIRED)}")
+
+
+def read_info(path: Path) -> dict[str, Any]:
+    """A complete checkpoint's ``checkpoint.json`` (step, epoch, dev metrics, version)."""
+    check_checkpoint(path)
+    info = checkpoint_info(path)
+    assert info is not None  # check_checkpoint found the file
+    return info
+
+
+def weights_fingerprint(path: Path) -> str:
+    """sha256 over a checkpoint's encoder and head weights: the same for two folders that
+    hold the same model, whatever their names or save times."""
+    check_checkpoint(path)
+    digest = hashlib.sha256()
+    for file in [*sorted((path / ENCODER_DIR).glob("*.safetensors")), path / HEADS_FILE]:
+        digest.update(sha256_of(file).encode())
+    return digest.hexdigest()
+
+
+def load_checkpoint_tasks(path: Path) -> dict[str, TaskDef]:
+    """The task definitions stored in a checkpoint."""
+    check_checkpoint(path)
+    return load_task_file(path / TASK_DEFS_FILE)
+
+
+def load_heads(path: Path) -> dict[str, torch.Tensor]:
+    """The head weights of checkpoint ``path``; a truncated file is a user error."""
+    try:
+        return load_file(path / HEADS_FILE)
+    except Exception as error:  # safetensors' own error type for a bad header
+        raise MtdnnError(f"cannot read the head weights (a truncated or corrupt file?): "
+                         f"{str(error).splitlines()[0]}", file=path / HEADS_FILE,
+                         allowed="a checkpoint written whole by train.py") from None
+
+
+def _head_state(heads: dict[str, torch.Tensor], task: str) -> dict[str, torch.Tensor]:
+    prefix = f"{task}."
+    return {key[len(prefix):]: value for key, value in heads.items() if key.startswith(prefix)}
+
+
+def load_model(path: Path) -> tuple[MultiTaskModel, Any]:
+    """The model (encoder + every head) and tokenizer saved in checkpoint ``path``."""
+    from mtdnn.modeling.model import MultiTaskModel, load_encoder
+
+    tasks = load_checkpoint_tasks(path)
+    encoder, tokenizer = load_encoder(str(path / ENCODER_DIR))
+    model = MultiTaskModel(encoder, tasks)
+    heads = load_heads(path)
+    for task, head in model.heads.items():
+        head.load_state_dict(_head_state(heads, task))
+    return model, tokenizer
+
+
+def init_heads_from(model: MultiTaskModel, path: Path) -> list[str]:
+    """Copy into ``model`` the heads of tasks that ``path`` has with the same type and
+    labels; other heads stay fresh. Returns the names of the heads copied."""
+    saved_tasks = load_checkpoint_tasks(path)
+    heads = load_heads(path)
+    copied = []
+    for name, task in model.tasks.items():
+        saved = saved_tasks.get(name)
+        if saved is None or (saved.type, saved.labels) != (task.type, task.labels):
+            continue
+        model.heads[name].load_state_dict(_head_state(heads, name))
+        copied.append(name)
+    return copied
+
+
+def keep_model_only(run_dir: Path) -> int:
+    """Delete what only resuming or dev selection reads from a finished run (its optimizer
+    state, mean teacher, ``best`` and step checkpoints), keeping ``last`` loadable; returns
+    the bytes freed. A SMART run keeps about a sixth of its bytes."""
+    doomed = [run_dir / "best", run_dir / STEPS_DIR, run_dir / "last" / STATE_FILE,
+              run_dir / "last" / TEACHER_FILE]
+    freed = 0
+    for path in doomed:
+        if path.is_dir():
+            freed += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            shutil.rmtree(path)
+        elif path.is_file():
+            freed += path.stat().st_size
+            path.unlink()
+    return freed
+
+
+def training_state(state: RunState, optimizer: torch.optim.Optimizer, scheduler: Any,
+                   scaler: torch.amp.GradScaler) -> dict[str, Any]:
+    """Everything besides the weights that resuming needs."""
+    return {
+        "run": {**state.__dict__, "running": dict(state.running)},
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
+        "rng": rng_state(),
+    }
+
+
+# What a checkpoint's config.yaml gives prediction when a key is absent (the run
+# config's defaults).
+PREDICTION_DEFAULTS = {"max_seq_len": 128, "eval_batch_size": 128}
+
+
+def saved_run_config(path: Path) -> dict[str, Any]:
+    """The run config saved in checkpoint ``path``, with the keys prediction reads filled
+    in from the defaults where an older checkpoint lacks them."""
+    from mtdnn.config.schema import load_yaml
+
+    saved = load_yaml(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else None
+    return {**PREDICTION_DEFAULTS, **(saved if isinstance(saved, dict) else {})}
+
+
+def state_types() -> list[Any]:
+    """The types besides torch's own that a saved training state holds, and nothing else:
+    numpy's (its generator state is an array of uint32 words; dev metrics may be numpy
+    scalars) and torch's version string (the machine each step was trained on)."""
+    import numpy as np
+    from torch.torch_version import TorchVersion
+
+    core = getattr(np, "_core", None) or np.core
+    return [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype,
+            *(type(np.dtype(kind)) for kind in (np.uint32, np.int64, np.float64, np.float32)),
+            TorchVersion]
+
+
+def load_training_state(file: Path) -> dict[str, Any]:
+    """``training_state.pt`` through torch's weights-only unpickler: tensors, containers,
+    numbers and strings, and the numpy types of :func:`state_types`. A pickle can name
+    any function to call while it loads; a file that names anything else is refused before
+    any of it runs, so resuming from a folder someone else wrote cannot run their code."""
+    try:
+        with torch.serialization.safe_globals(state_types()):
+            saved = torch.load(file, weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"GLOBAL ([\w.]+)", str(error))
+        raise MtdnnError(
+            "refused to load this training state: it asks to call "
+            f"{found.group(1) if found else 'a function'} while it is read, which a training "
+            "state written by mtdnn never does; loading it could run code from whoever wrote "
+            "the file", file=file, key="resume",
+            allowed="a checkpoint written by mtdnn; or start afresh from its weights with "
+                    "init_checkpoint=<the checkpoint folder> instead of resume") from None
+    if not isinstance(saved, dict) or not {"run", "optimizer", "rng"} <= set(saved):
+        raise MtdnnError("not a training state written by mtdnn (no run, optimizer and rng "
+                         "entries)", file=file, key="resume",
+                         allowed="the last/ checkpoint of an mtdnn run")
+    return saved

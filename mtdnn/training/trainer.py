@@ -1,0 +1,418 @@
+"""The training recipe: the multi-task stage and per-task fine-tuning are the same recipe.
+
+``train(config)`` sets a :class:`TrainingRecipe` up and runs it. Read top to bottom,
+:meth:`TrainingRecipe.train` is the MT-DNN recipe: take the epoch's plan of mixed-task
+steps; for each step, the loss of each minibatch (:func:`mtdnn.modeling.objective.batch_loss`: task
+loss + λ_s R_s + μ D_Breg), backward, then clip, step, schedule, teacher update; log; and
+evaluate and save when :func:`checkpoint_due` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from mtdnn.config.train_config import TrainConfig
+from mtdnn.data.sampling import Step, training_sampler
+from mtdnn.data.sources import canonical_files, input_fingerprints
+from mtdnn.data.tokenized import get_batch, load_task_data
+from mtdnn.errors import MtdnnError
+from mtdnn.files import atomic_write_text
+from mtdnn.inference.batched import evaluate_tasks
+from mtdnn.modeling.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
+from mtdnn.modeling.model import prepare_for_training
+from mtdnn.modeling.objective import batch_loss, build_teacher, smart_adv_weights
+from mtdnn.modeling.precision import AMP_DTYPES, autocast_context, resolve_precision
+from mtdnn.runs.checkpoint import save_last, training_state
+from mtdnn.runs.provenance import code_version, machine_description
+from mtdnn.runs.randomness import seed_everything
+from mtdnn.runs.run_dir import RunDir, plan_run_dir
+from mtdnn.runs.run_log import RunLog, attach_run_log
+from mtdnn.runs.run_state import RunState
+from mtdnn.runs.trackers import Trackers
+from mtdnn.tasks.metrics import check_best_metric, score_of
+from mtdnn.tasks.task_def import select_tasks
+from mtdnn.training.distributed import Distributed, shutdown, start_distributed
+from mtdnn.training.optimization import build_optimizer, build_scheduler
+from mtdnn.training.resume import build_model, resume_checkpoint, resume_training
+from mtdnn.training.timing import TrainingClock, checkpoint_due, due
+
+log = logging.getLogger(__name__)
+
+
+def rank_share(rows: int, rank: int, world_size: int) -> tuple[slice, float]:
+    """A rank's contiguous share of a minibatch of ``rows`` rows, and its weight (its
+    share of the rows: the loss weights below make the gradients summed over ranks the
+    whole minibatch's). A rank left without rows (a minibatch smaller than the world) runs
+    the first row with weight 0, so that every rank reduces the same set of gradients."""
+    bounds = np.linspace(0, rows, world_size + 1).round().astype(int)
+    start, stop = int(bounds[rank]), int(bounds[rank + 1])
+    if stop == start:
+        return slice(0, 1), 0.0
+    return slice(start, stop), (stop - start) / rows
+
+
+def train(config: TrainConfig) -> dict[str, Any]:
+    """Run training as configured; returns the best and last dev metrics and paths."""
+    recipe = TrainingRecipe(config)
+    try:
+        recipe.setup()
+        return recipe.train()
+    except KeyboardInterrupt:
+        raise RunDir(Path(config.output_dir)).interrupted() from None
+    finally:  # also after a failure: detach the run's log file, leave the process group
+        if recipe.run_log is not None:
+            recipe.run_log.detach()
+        if recipe.distributed is not None:
+            shutdown(recipe.distributed)
+
+
+class TrainingRecipe:
+    """Multi-task fine-tuning with SMART, in torchtune's shape: ``setup()``, then ``train()``.
+
+    Features, and what each costs:
+    - mixed-task minibatches from a seeded sampler (MT-DNN's proportional schedule, the
+      temperature family, round-robin schedules that put several tasks in one step);
+    - SMART per task (R_s: one ascent pass and one adversarial pass per batch, ~2.7× a
+      plain step; the Bregman term: one teacher forward and an EMA update);
+    - PCGrad in steps with several tasks: one backward per task instead of one;
+    - gradient accumulation, bf16/fp16 autocast, ``torch.compile`` (slow to start on CPU);
+    - several processes under ``torchrun`` (gradients summed across ranks);
+    - exact resume from ``last``: weights, optimizer, scheduler, scaler, teacher, sampler,
+      RNG and counters (``mtdnn.runs.checkpoint``).
+    Values reach the host only when logged, except one check per update: a non-finite
+    gradient norm skips the update (and names the task whose loss was not finite).
+    """
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+        self.distributed: Distributed | None = None
+        self.run_log: RunLog | None = None
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Check everything, then build; the run folder is written last, so a failed start
+        leaves nothing that looks like a run (and an old run is replaced only then)."""
+        config = self.config
+        self.distributed = start_distributed(config)
+        self.main, self.device = self.distributed.is_main, self.distributed.device
+        self.resume_from = resume_checkpoint(config.resume)
+        precision = resolve_precision(config.precision, self.device, config.smart)
+        # The resolved precision is what config.yaml records (and what a resume must match).
+        self.config = config = dataclasses.replace(config, precision=precision)
+        self.amp_dtype = AMP_DTYPES[precision]
+        log.info("device %s, precision %s", self.device, precision)
+        self.planned = plan_run_dir(config, self.resume_from)
+        self.trackers = Trackers(config.report_to, self.planned.run, self.planned.settings)
+        seed_everything(config.seed)
+        self.tasks = select_tasks(config)
+        self.model, self.tokenizer = build_model(config, self.tasks, self.resume_from)
+        prepare_for_training(self.model, self.tokenizer, config, self.tasks, self.device)
+        self.distributed.broadcast_parameters(self.model)
+        torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
+        with self.distributed.main_first():  # rank 0 fills the data cache, the others read it
+            files = canonical_files(config, self.tasks)
+            self.inputs = input_fingerprints(config, self.tasks) if self.main else {}
+            self.data = load_task_data(config, self.tasks, self.tokenizer, files)
+        check_best_metric(config.best_metric, self.tasks,
+                          [t for t in self.tasks if self.data[t].dev is not None])
+        self.sampler = training_sampler(config.sampler, self.data, config.batch_size,
+                                        config.seed, config.epochs)
+        self.state = RunState(sampler_state=self.sampler.state_dict())
+        self.accum = config.optimizer.grad_accum_steps
+        self.total_steps = config.total_steps(self.sampler.num_steps)
+        self.optimizer = build_optimizer(self.model, config.optimizer)
+        self.scheduler = build_scheduler(self.optimizer, config.optimizer, self.total_steps)
+        self.scaler = torch.amp.GradScaler(self.device.type,
+                                           enabled=self.amp_dtype == torch.float16)
+        self.surgery_rng = np.random.default_rng(config.seed)  # PCGrad's projection order
+        self.adv_weights = smart_adv_weights(config.smart, self.tasks)
+        self.teacher = build_teacher(self.model, config.smart, self.total_steps)
+        # DDP's all-reduce fits a step of one forward and one backward; SMART's R_s and
+        # PCGrad do not, so their runs sum the gradients by hand (mtdnn.training.distributed).
+        hand_summed = any(self.adv_weights.values()) or config.pcgrad
+        self.ddp = (self.distributed.wrap(self.model)
+                    if self.distributed.enabled and not hand_summed else None)
+        # rank 0 writes the run folder; the other ranks only name it
+        self.run = self.planned.start() if self.main else RunDir(config.output_dir)
+        self.run_log = attach_run_log(self.planned, config) if self.main else None
+        if self.resume_from is not None:
+            self.state = resume_training(self.resume_from, config, self.total_steps,
+                                         self.optimizer, self.scheduler, self.scaler,
+                                         self.teacher)
+        self.state.trained_by.append({"from_step": self.state.step,
+                                      "code_version": code_version(),
+                                      "machine": machine_description()})
+        self.stopped_early, self.resumed_from_step = False, self.state.step
+        self.clock = TrainingClock(self.state)
+        if config.compile:
+            # After the teacher's copy: the compiled forward belongs to the student alone.
+            self.model.compile_encoder()
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def train(self) -> dict[str, Any]:
+        """Run every remaining step; returns the run's summary."""
+        progress = tqdm(total=self.total_steps, initial=self.state.step,
+                        disable=not (self.config.progress_bar and self.main), desc="train")
+        # Log lines go above the bar (not through it), so that the bar is drawn once.
+        with logging_redirect_tqdm() if not progress.disable else contextlib.nullcontext():
+            self.train_steps(progress)
+        progress.close()
+        return self.cleanup()
+
+    def train_steps(self, progress: tqdm) -> None:
+        """The steps left, each logged, evaluated and saved when due."""
+        config, state, model = self.config, self.state, self.model
+        model.train()
+        while state.step < self.total_steps and not self.stopped_early:
+            self.sampler.load_state_dict(state.sampler_state)  # the epoch's start
+            plan = self.sampler.plan_epoch()
+            for refs in plan[state.position:]:
+                state.position += 1
+                if config.freeze_encoder_steps:
+                    model.freeze_encoder(state.step < config.freeze_encoder_steps)
+                losses = self.backward(refs)
+                state.micro += 1
+                stepped = state.micro % self.accum == 0 and self.optimizer_step(losses)
+                epoch_end = state.position == len(plan)
+                if epoch_end:
+                    state.epoch, state.position = state.epoch + 1, 0
+                    state.sampler_state = self.sampler.state_dict()
+                if stepped:
+                    progress.update(1)
+                    if due(config.log_every_steps, state.step) or \
+                            state.step == self.total_steps:
+                        self.log_training(progress)
+                if stepped or epoch_end:
+                    save, evaluate = checkpoint_due(config, state.step, self.total_steps,
+                                                    epoch_end)
+                    if save:
+                        self.save_checkpoint(evaluate)
+                    self.stopped_early = evaluate and self.no_progress()
+                if state.step >= self.total_steps or self.stopped_early:
+                    break
+
+    def backward(self, refs: Step) -> list[tuple[str, torch.Tensor]]:
+        """Every minibatch of one step: loss, backward (with PCGrad when the step holds
+        several tasks), and at an update's last minibatch the gradients summed across ranks
+        where DDP does not sum them. Returns each minibatch's task and task loss (on the
+        device)."""
+        surgery = self.config.pcgrad and len(refs) > 1
+        losses, task_grads, touched = [], [], None
+        for ref in refs:
+            losses.append(self.loss_backward(ref))
+            if surgery:  # one backward per task, each task's gradient taken apart
+                flat, present = take_gradients(self.model)
+                task_grads.append(self.distributed.sum_(flat))
+                touched = present if touched is None else [
+                    a or b for a, b in zip(touched, present, strict=True)]
+        if surgery:  # project away the conflicts
+            for ref, rate in zip(refs, conflict_rates(task_grads), strict=True):
+                self.state.running[f"{ref.task}/pcgrad_conflicts"].append(rate)
+            put_gradients(self.model, pcgrad(task_grads, self.surgery_rng), touched)
+        elif self.ddp is None and (self.state.micro + 1) % self.accum == 0:
+            # what DDP's backward hooks do (PCGrad summed each task's gradient above)
+            self.distributed.sum_gradients(self.model)
+        return losses
+
+    def loss_backward(self, ref) -> tuple[str, torch.Tensor]:
+        """One minibatch of one task: this rank's share, its loss, backward."""
+        data = self.data[ref.task]
+        distributed = self.distributed
+        rows, share = rank_share(len(ref.indices), distributed.rank, distributed.world_size)
+        batch = {k: v[rows].to(self.device)
+                 for k, v in get_batch(data.train, ref.indices, data.collator).items()}
+        labels = batch.pop("labels")
+        # Each rank's loss is weighted by its share of the batch, so that the gradients
+        # summed over ranks are the whole batch's; DDP averages, hence × world size.
+        weight = share / self.accum
+        sync = contextlib.nullcontext()
+        if self.ddp is not None:
+            weight *= self.distributed.world_size
+            if (self.state.micro + 1) % self.accum:  # accumulate locally, reduce at the last
+                sync = self.ddp.no_sync()
+        with sync:
+            with autocast_context(self.device, self.amp_dtype):
+                result = batch_loss(self.ddp or self.model, self.tasks[ref.task], batch,
+                                    labels, self.config.smart, self.adv_weights[ref.task],
+                                    self.teacher, self.config.label_smoothing)
+            loss_weight = self.config.tasks[ref.task].loss_weight
+            self.scaler.scale(result.loss * (weight * loss_weight)).backward()
+        # Weighted by this rank's share: summed over ranks it is the global batch's loss.
+        task_loss = result.task_loss.float() * share
+        self.state.running[f"{ref.task}/loss"].append(task_loss)
+        self.state.adv_skipped += result.adv_skipped  # a bool tensor stays a count
+        for name, value in result.terms.items():
+            self.state.running[f"{ref.task}/{name}"].append(value)
+        self.clock.examples += len(ref.indices)
+        return ref.task, task_loss
+
+    def optimizer_step(self, losses: list[tuple[str, torch.Tensor]]) -> bool:
+        """Clip, step, schedule, update the teacher. ``False`` when the gradient was not
+        finite and the update was dropped."""
+        config, state = self.config, self.state
+        self.scaler.unscale_(self.optimizer)
+        self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                                        config.optimizer.max_grad_norm)
+        if not torch.isfinite(self.grad_norm):  # the one sync per update
+            self.check_finite_losses(losses)
+            if not self.scaler.is_enabled():  # (fp16's GradScaler skips the step itself)
+                self.optimizer.zero_grad(set_to_none=True)
+                state.nonfinite_skipped += 1
+                return False
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        state.step += 1
+        if self.teacher is not None and state.step % config.smart.teacher_update_every == 0:
+            self.teacher.update(self.model)
+        return True
+
+    def check_finite_losses(self, losses: list[tuple[str, torch.Tensor]]) -> None:
+        """A non-finite task loss stops the run, naming the task and the step."""
+        for task, loss in losses:
+            value = self.distributed.sum_(loss.detach().clone()).item()
+            if not math.isfinite(value):
+                last = self.run.last
+                kept = (f"the last good checkpoint is {last}" if last.is_dir()
+                        else "no checkpoint was written yet")
+                raise MtdnnError(f"the loss of task '{task}' is {value} at step "
+                                 f"{self.state.step + 1}; {kept}", file=self.run.path,
+                                 allowed="a lower optimizer.lr, or precision=fp32")
+
+    # -- logging, evaluation, checkpoints ---------------------------------------------------
+
+    def log_training(self, progress: tqdm) -> None:
+        """Means of the values gathered since the last log line: reduced across ranks,
+        moved to the host, written to tensorboard and metrics.jsonl (rank 0)."""
+        state = self.state
+        means = {}
+        for key, values in sorted(state.running.items()):
+            mean = torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in values]).mean()
+            if key.endswith("/loss"):  # each rank holds its share of the batch's loss
+                mean = self.distributed.sum_(mean.to(self.device))
+            means[key] = float(mean)
+        state.running.clear()
+        progress.set_postfix({k.split("/")[0]: f"{v:.3f}" for k, v in means.items()
+                              if k.endswith("/loss")}, refresh=False)
+        tenth = max(1, self.total_steps // 10)
+        if not self.config.progress_bar and self.main and (
+                state.step // tenth > (state.step - self.config.log_every_steps) // tenth
+                or state.step == self.total_steps):
+            # no bar: a line every tenth of the run, naming it (grids run many at once)
+            log.info("%s: step %d of %d, loss %s", self.run.path, state.step, self.total_steps,
+                     ", ".join(f"{k.split('/')[0]} {v:.3f}" for k, v in means.items()
+                               if k.endswith("/loss")))
+        if not self.main:
+            return
+        lr, step = self.scheduler.get_last_lr()[0], state.step
+        adv_skipped = int(state.adv_skipped)
+        for name, value in (("lr", lr), ("grad_norm", float(self.grad_norm)),
+                            ("adv_skipped", adv_skipped),
+                            ("nonfinite_skipped", state.nonfinite_skipped)):
+            self.trackers.add_scalar(f"train/{name}", value, step)
+        by_task: dict[str, dict[str, float]] = {}
+        for key, value in means.items():
+            self.trackers.add_scalar(f"train/{key}", value, step)
+            task, name = key.split("/")
+            by_task.setdefault(task, {})[name] = value
+        teacher = {}
+        if self.teacher is not None:
+            teacher = {"teacher_start_share": self.teacher.start_share}
+            self.trackers.add_scalar("train/teacher_start_share", self.teacher.start_share, step)
+        for task in sorted(by_task):
+            self.trackers.record({"kind": "train", "step": step, "epoch": state.epoch, "task": task,
+                         "lr": lr, "adv_skipped": adv_skipped, **teacher, **by_task[task]})
+
+    def no_progress(self) -> bool:
+        """Whether ``early_stopping_patience`` evaluations in a row brought no better
+        ``best_metric`` (rank 0 decides; every rank stops)."""
+        patience = self.config.early_stopping_patience
+        if not patience:
+            return False
+        flag = torch.zeros(1, device=self.device)
+        if self.main:
+            scores = [entry["score"] for entry in self.state.evals]
+            since_best = len(scores) - 1 - scores.index(max(scores))
+            flag += since_best >= patience
+        stop = bool(self.distributed.sum_(flag).item())
+        if stop:
+            log.info("early stop at step %d: %d evaluations without a better %s",
+                     self.state.step, patience, self.config.best_metric)
+        return stop
+
+    def save_checkpoint(self, evaluate: bool) -> None:
+        """Evaluate (if asked) and save ``last`` (and ``best``); the other ranks wait."""
+        with self.clock.paused():
+            if self.main:
+                self._evaluate_and_save(evaluate)
+            self.distributed.barrier()
+
+    def _evaluate_and_save(self, evaluate: bool) -> None:
+        config, state = self.config, self.state
+        self.clock.count(self.state)
+        info: dict[str, Any] = {"step": state.step, "epoch": state.epoch, "metrics": None}
+        is_best = False
+        if evaluate:
+            metrics, entropy = evaluate_tasks(self.model, self.data, config.eval_batch_size,
+                                              self.device, self.amp_dtype)
+            for task, values in metrics.items():
+                for name, value in values.items():
+                    self.trackers.add_scalar(f"eval/{task}/{name}", value, state.step)
+            for task, value in entropy.items():
+                self.trackers.add_scalar(f"eval/{task}/entropy", value, state.step)
+            score = score_of(metrics, config.best_metric) if metrics else -state.step
+            is_best = score > state.best_score
+            state.best_score = max(state.best_score, score)
+            entry = {"kind": "eval", "step": state.step, "epoch": state.epoch,
+                     "metrics": metrics, "entropy": entropy, "score": score, "best": is_best}
+            self.trackers.record(entry)
+            state.evals.append(entry)
+            log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
+                     " (best)" if is_best else "")
+            info.update(metrics=metrics, score=score)
+        save_last(self.run, self.model, self.tokenizer, self.planned.config_yaml,
+                  info, training_state(state, self.optimizer, self.scheduler, self.scaler),
+                  self.teacher, is_best=is_best,
+                  keep_last_n=config.keep_last_n if evaluate else None)
+
+    def cleanup(self) -> dict[str, Any]:
+        """Close the logs; write and return the summary (rank 0)."""
+        state = self.state
+        if not self.main:
+            return {"run_dir": str(self.run.path), "steps": state.step,
+                    "rank": self.distributed.rank}
+        self.trackers.close()
+        best = max(state.evals, key=lambda e: e["score"])
+        self.clock.count(self.state)
+        seconds = state.train_seconds
+        summary = {"run_dir": str(self.run.path), "steps": state.step,
+                   "precision": self.config.precision, "best": best, "last": state.evals[-1],
+                   "stopped_early": self.stopped_early,
+                   "train_seconds": round(seconds, 3),
+                   "train_examples_per_s": round(state.train_examples / max(seconds, 1e-9), 2),
+                   "resumed_from_step": self.resumed_from_step,
+                   # the process that finished the run: the last to start or resume it
+                   "machine": state.trained_by[-1]["machine"],
+                   "code_version": state.trained_by[-1]["code_version"],
+                   "trained_by": state.trained_by, "inputs": self.inputs}
+        if self.teacher is not None:
+            summary["teacher_start_share"] = self.teacher.start_share
+        log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "
+                 "excluded%s)", summary["train_examples_per_s"], seconds,
+                 f"; resumed at step {self.resumed_from_step}" if self.resumed_from_step else "")
+        atomic_write_text(self.run.summary_file, json.dumps(summary, indent=2) + "\n")
+        return summary
