@@ -117,3 +117,17 @@ def test_a_finding_with_columns_still_running_gets_counts_not_a_verdict() -> Non
     assert verdict(["✓", "✗", "✓"]) == "2 ✓, 1 ✗"
     assert verdict(["✓", "untested", "untested"]) == "1 ✓, 2 untested"
     assert verdict(["untested", "no sign"]) == "untested"
+
+
+def test_the_architecture_page_names_modules_that_exist() -> None:
+    """Every file and folder docs/architecture.md names is in the repository, and every
+    subpackage of mtdnn is on the page."""
+    import re
+
+    page = (REPO / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:mtdnn|data_prep|task_defs|tests)/[\w/]*(?:\.py)?)`", page))
+    assert len(named) > 20
+    missing = sorted(path for path in named if not (REPO / path).exists())
+    assert missing == []
+    subpackages = {p.parent.name for p in (REPO / "mtdnn").glob("*/__init__.py")} - {"configs"}
+    assert {s for s in subpackages if f"`mtdnn/{s}/`" not in page} == set()

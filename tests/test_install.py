@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPO, head_jsonl
 
-SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "mtdnn")
+SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "mtdnn", "data_prep", "task_defs")
 
 
 @pytest.mark.slow
@@ -53,6 +53,12 @@ def test_pip_install_gives_commands_that_work_outside_the_repo(
     assert shipped == "['glue.yaml', 'nli_domain.yaml']", where  # the task definitions
     top_level = {p.name for p in Path(modules[0]).parent.parent.iterdir()}
     assert not {"data_prep", "task_defs"} & top_level  # no generic top-level packages
+    # setup.cfg lists every package of the tree (the two mapped folders included)
+    listed = {line.strip() for line in (REPO / "setup.cfg").read_text().split(
+        "packages =", 1)[1].split("package_dir", 1)[0].splitlines() if line.strip()}
+    tree = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "mtdnn").rglob(
+        "__init__.py")} | {"mtdnn.data_prep", "mtdnn.task_defs"}
+    assert listed == tree
     for command in ("mtdnn-train", "mtdnn-predict", "mtdnn-prep", "mtdnn-export",
                     "mtdnn-experiment", "mtdnn-probe"):
         shown = subprocess.run([str(venv / "bin" / command), "--help"], cwd=work,

@@ -24,7 +24,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from mtdnn.config.train_config import TrainConfig
 from mtdnn.data.sampling import Step, training_sampler
-from mtdnn.data.sources import canonical_files, input_fingerprints
+from mtdnn.data.sources import canonical_files
 from mtdnn.data.tokenized import get_batch, load_task_data
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
@@ -123,7 +123,6 @@ class TrainingRecipe:
         torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
         with self.distributed.main_first():  # rank 0 fills the data cache, the others read it
             files = canonical_files(config, self.tasks)
-            self.inputs = input_fingerprints(config, self.tasks) if self.main else {}
             self.data = load_task_data(config, self.tasks, self.tokenizer, files)
         check_best_metric(config.best_metric, self.tasks,
                           [t for t in self.tasks if self.data[t].dev is not None])
@@ -408,7 +407,7 @@ class TrainingRecipe:
                    # the process that finished the run: the last to start or resume it
                    "machine": state.trained_by[-1]["machine"],
                    "code_version": state.trained_by[-1]["code_version"],
-                   "trained_by": state.trained_by, "inputs": self.inputs}
+                   "trained_by": state.trained_by}
         if self.teacher is not None:
             summary["teacher_start_share"] = self.teacher.start_share
         log.info("training: %.1f examples/s over %.0f s (evaluation and checkpoints "
