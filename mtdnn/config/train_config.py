@@ -51,7 +51,7 @@ class TaskData:
         help="task field -> source column, for files with other column names", default_factory=dict
     )  # task field -> source column
     definition: dict[str, Any] | None = key(
-        None, "the task's definition inline, as in mtdnn/task_defs/*.yaml"
+        None, "the task's definition inline, as in task_defs/*.yaml"
     )
     # this task's loss is multiplied by it in training (the logged loss is not)
     loss_weight: float = key(
@@ -151,7 +151,7 @@ class TrainConfig:
     encoder_dropout: float | None = key(
         None, "override the encoder's hidden and attention dropout", _ratio()
     )
-    # task definition files or folders; "packaged": the shipped ones (mtdnn/task_defs/)
+    # task definition files or folders; "packaged": the shipped ones (task_defs/)
     task_defs: tuple[str, ...] = key(
         ("packaged",), "task definition files or folders; packaged: the shipped ones"
     )

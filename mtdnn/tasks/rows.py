@@ -2,7 +2,7 @@
 
 A canonical example is a mapping with a ``uid``, the task's input fields (non-empty text)
 and, in a labelled split, a ``label`` the task can take. ``data_prep``'s converters
-(``mtdnn/data_prep/canonical.py``), the user-data sources (:mod:`mtdnn.data.sources`) and the JSONL
+(``data_prep/canonical.py``), the user-data sources (:mod:`mtdnn.data.sources`) and the JSONL
 reader (:mod:`mtdnn.data.tokenized`) all call :func:`validate_row`, so a bad row gets the
 same message
 wherever it is found, naming the user's file and row.

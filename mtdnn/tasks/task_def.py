@@ -1,4 +1,4 @@
-"""What each task is: one frozen :class:`TaskDef` per task, loaded from ``mtdnn/task_defs/*.yaml``.
+"""What each task is: one frozen :class:`TaskDef` per task, loaded from ``task_defs/*.yaml``.
 
 A task definition file maps task names to their definitions::
 
