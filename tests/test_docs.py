@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 from conftest import REPO, SHARED_DATA
@@ -14,6 +15,7 @@ def summary_script():
     spec = importlib.util.spec_from_file_location("results_summary",
                                                   REPO / "scripts" / "results_summary.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -99,15 +101,47 @@ def test_a_finding_whose_runs_are_not_all_in_has_no_verdict_yet(tmp_path: Path) 
 
     plain = [run("plain", s, v) for s, v in ((1, 0.60), (2, 0.61), (3, 0.59))]
     smart = [run("smart", s, v) for s, v in ((1, 0.64), (2, 0.66))]
-    text, verdict = cell(config, plain + smart, "smart", "plain", "rte accuracy")
-    assert verdict == "untested" and "smart 2 of 3 runs" in text
+    found = cell(config, plain + smart, "smart", "plain", "rte accuracy")
+    assert found.verdict == "untested" and "smart 2 of 3 runs" in found.text
     smart.append(run("smart", 3, 0.65))
-    assert cell(config, plain + smart, "smart", "plain", "rte accuracy")[1] == "✓"
+    found = cell(config, plain + smart, "smart", "plain", "rte accuracy")
+    # the arms share seeds 1-3: the paired t-test over the gaps 4, 5 and 6 points
+    from scipy import stats
+
+    p = stats.ttest_1samp([4.0, 5.0, 6.0], 0.0).pvalue
+    assert found.verdict == "✓" and found.text == (
+        f"rte accuracy: +5.0 → +5.0 (p = {p:.3f}, paired, n = 3) ✓")
     staged = [run("staged", 1, 0.7, 7)]
     assert "staged 1 of 2 runs" in cell(config, plain + staged, "staged", "plain",
-                                        "rte accuracy")[0]
+                                        "rte accuracy").text
     staged.append(run("staged", 1, 0.71, 8))
-    assert cell(config, plain + staged, "staged", "plain", "rte accuracy")[1] == "✓"
+    found = cell(config, plain + staged, "staged", "plain", "rte accuracy")
+    # no shared keys (the staged runs have stage seeds): Welch, a stage seed counting once
+    assert found.verdict == "✓" and "Welch" in found.text
+
+
+def test_the_tally_counts_sign_significance_and_holm_apart_and_repeats_once() -> None:
+    script = summary_script()
+    tested = [script.Tested("a", "✓", 0.001), script.Tested("b", "✓", 0.03),
+              script.Tested("c", "✗", 0.04), script.Tested("d", "✓", 0.001, repeats="a"),
+              script.Tested("e", "untested"), script.Tested("f", "no sign", 0.5)]
+    # Holm over a, b, c and f (d repeats a): 0.001 < 0.05/4 passes; 0.03 > 0.05/3 stops
+    assert script.tally(tested).startswith(
+        "Of 3 column comparisons with a sign to match, 2 have the paper's sign (✓); 2 of them "
+        "are significant at p < 0.05, and 1 after Holm's correction over the page's 4 tests. "
+        "1 have the other sign (✗), 1 of them significantly at p < 0.05. 1 repeat another "
+        "row's runs and are not counted again; 1 are untested")
+
+
+def test_the_results_page_prose_is_the_generated_text(tmp_path: Path) -> None:
+    """The page's "In short" is generated from the tally: editing one of its numbers by
+    hand makes the page stale."""
+    script = summary_script()
+    page = (REPO / "docs" / "results.md").read_text()
+    short = page.split(script.SHORT_START)[1].split(script.SHORT_END)[0]
+    assert "same sign in" in short and "after Holm in" in short
+    edited = page.replace(short, short.replace("after Holm in 0", "after Holm in 1", 1))
+    assert edited != page and script.page_with_summary(edited) == page
 
 
 def test_a_finding_with_columns_still_running_gets_counts_not_a_verdict() -> None:

@@ -432,6 +432,15 @@ def test_differences_against_a_baseline_give_welch_p() -> None:
     assert "| mt − encoder |" in narrowed
 
 
+def test_holm_passes_the_smallest_ps_while_each_is_below_its_share() -> None:
+    from mtdnn.analysis.statistics import holm
+
+    # m = 4: 0.01 < 0.05/4, 0.015 < 0.05/3, 0.03 > 0.05/2 stops the rest (0.02 never reached)
+    assert holm([0.03, 0.01, 0.015, 0.2]) == [False, True, True, False]
+    assert holm([0.02, 0.04]) == [True, True]  # 0.02 < 0.025, then 0.04 < 0.05
+    assert holm([0.3]) == [False] and holm([]) == []
+
+
 def test_welch_p_takes_a_constant_side_without_a_warning() -> None:
     import warnings
 
@@ -466,9 +475,10 @@ def test_paired_differences_match_runs_by_seed_and_stage_seed() -> None:
     assert by_pair["smart − plain"] == f"+2.0 ± 1.0 (p = {p:.3f}, n = 3)"
     # runs of different stage seeds do not pair: mt − plain has no row
     assert "mt − plain" not in by_pair
-    # one stage seed: the test is over its runs, given its weights, and says so
-    assert by_pair["mt2 − mt"] == "+1.5 ± 0.7 (p = 0.205, n = 2 runs of 1 stage seed)"
-    assert "2 comparisons" in lines[1]
+    # one stage seed: the differences are its runs', given its weights, and say so; two of
+    # them are too few for a p
+    assert by_pair["mt2 − mt"] == "+1.5 ± 0.7 (n too small: n = 2 runs of 1 stage seed)"
+    assert "1 comparison, not corrected" in lines[1]  # mt2 − mt has no p
     assert paired_table([("mt", "plain")], {"rte accuracy": ("rte", "accuracy", None)},
                         rows) == ""
 
@@ -492,8 +502,13 @@ def test_runs_of_one_stage_seed_count_once_in_every_test() -> None:
     # the four runs as if independent would give a smaller p: the test that left it out
     assert stats.ttest_ind([80, 81, 70, 72], [60, 70, 65], equal_var=False).pvalue < welch
     # paired: the per-run gaps 3, 1 (stage 13) and 4, 3 (stage 14) average to 2 and 3.5
-    p = stats.ttest_1samp([2.0, 3.5], 0.0).pvalue
-    assert paired_difference(smart, mt) == f"+2.8 ± 1.1 (p = {p:.3f}, n = 2 stage seeds)"
+    # (two differences give no p: a t-test over two points says little, and two equal
+    # differences would give p = 0)
+    assert paired_difference(smart, mt) == "+2.8 ± 1.1 (n too small: n = 2 stage seeds)"
+    third = keyed({(13, 15): 60.0, (14, 15): 61.0})
+    p = stats.ttest_1samp([2.0, 3.5, 1.0], 0.0).pvalue
+    assert paired_difference({**smart, **keyed({(13, 15): 61.0, (14, 15): 62.0})},
+                             {**mt, **third}) == f"+2.2 ± 1.3 (p = {p:.3f}, n = 3 stage seeds)"
     # one stage seed a side: Welch over its runs, labelled as given that stage
     one = {key: value for key, value in mt.items() if key[2] == 13}
     p_one = stats.ttest_ind([80, 81], [60, 70, 65], equal_var=False).pvalue

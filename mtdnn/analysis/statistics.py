@@ -98,25 +98,60 @@ def p_value(p: float) -> str:
     return f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"
 
 
-def paired_difference(a: Keyed, b: Keyed) -> str:
-    """The mean ± std of ``a[k] − b[k]`` over the runs both arms have, with the paired
-    t-test's p; the differences of one stage seed are averaged first (:func:`independent`),
-    unless there is only one stage seed (then p is over its runs, and says so). "—" with
-    fewer than two such runs."""
+# A paired t-test needs this many differences for a p (fewer: "n too small").
+MIN_PAIRED = 3
+
+
+def paired_gaps(a: Keyed, b: Keyed) -> tuple[np.ndarray, str] | None:
+    """The differences ``a[k] − b[k]`` over the runs both arms have, those of one stage
+    seed averaged first (:func:`independent`), unless there is only one stage seed (then
+    its runs, given its weights); and what they count. None with fewer than two runs."""
     keys = [key for key in a if key in b]
     if len(keys) < 2:
-        return "—"
+        return None
     gaps, unit = independent({key: a[key] - b[key] for key in keys})
     count = f"n = {len(gaps)}" + (f" {unit}s" if unit == STAGE_SEED else "")
     if len(gaps) < 2:  # one stage seed: its runs, given its weights
         gaps, count = [a[key] - b[key] for key in keys], f"n = {len(keys)} runs of 1 stage seed"
-    gaps = np.array(gaps)
-    gap = f"{signed_gap(float(gaps.mean()))} ± {gaps.std(ddof=1):.1f}"
-    if np.ptp(gaps) == 0:
-        return f"{gap} (no p: no spread, {count})"
+    return np.array(gaps), count
+
+
+def paired_p(gaps: np.ndarray) -> float | None:
+    """The paired t-test's p over ``gaps``; None with fewer than :data:`MIN_PAIRED` of them
+    or no spread."""
+    if len(gaps) < MIN_PAIRED or np.ptp(gaps) == 0:
+        return None
     from scipy import stats
 
-    return f"{gap} ({p_value(float(stats.ttest_1samp(gaps, 0.0).pvalue))}, {count})"
+    return float(stats.ttest_1samp(gaps, 0.0).pvalue)
+
+
+def paired_difference(a: Keyed, b: Keyed) -> str:
+    """The mean ± std of the paired differences (:func:`paired_gaps`) with the paired
+    t-test's p; "n too small" under :data:`MIN_PAIRED` differences, "—" under two."""
+    found = paired_gaps(a, b)
+    if found is None:
+        return "—"
+    gaps, count = found
+    gap = f"{signed_gap(float(gaps.mean()))} ± {gaps.std(ddof=1):.1f}"
+    if len(gaps) < MIN_PAIRED:
+        return f"{gap} (n too small: {count})"
+    if np.ptp(gaps) == 0:
+        return f"{gap} (no p: no spread, {count})"
+    return f"{gap} ({p_value(paired_p(gaps))}, {count})"
+
+
+def holm(ps: list[float], alpha: float = 0.05) -> list[bool]:
+    """Which of ``ps`` are significant after Holm's step-down correction (family-wise
+    ``alpha``): the k-th smallest p passes if it and every smaller one is below
+    alpha / (m − k + 1)."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    passed = [False] * len(ps)
+    for rank, index in enumerate(order):
+        if ps[index] > alpha / (len(ps) - rank):
+            break
+        passed[index] = True
+    return passed
 
 
 def table_head(columns: list[str], first: str = "Model") -> list[str]:

@@ -59,11 +59,12 @@ def paired_table(pairs: list[tuple[str, str]], columns: dict[str, tuple[str, str
     rows = [row for row in rows if any(cell != "—" for cell in row[2])]
     if not rows:
         return ""
+    tested = sum("p " in cell for row in rows for cell in row[2])
     lines = ["", "Paired differences (points; the runs of one seed and stage seed paired, "
                  "and the differences of one stage seed averaged: mean ± std of the "
-                 "differences, paired t-test p, n of them; "
-                 f"{sum(cell != '—' for row in rows for cell in row[2])} comparisons, not "
-                 "corrected for multiple comparisons):", "",
+                 "differences, paired t-test p, n of them, a p from 3 or more; "
+                 f"{tested} comparison{'s' * (tested != 1)}, not corrected for multiple "
+                 "comparisons):", "",
              *table_head(list(columns), first="pair")]
     lines += [f"| {later} − {earlier} | " + " | ".join(cells) + " |"
               for later, earlier, cells in rows]
@@ -94,15 +95,16 @@ def arm_pairs(arms: list[str], baseline: str | None) -> list[tuple[str, str]]:
 def subsets_table(tasks: list[str], subsets: dict[str, list[str]], per_task_heads: bool,
                   sizes: dict[str, dict[str, dict[str, Any]]], arms: list[str],
                   records: list[Record], baseline: str | None = None,
-                  runs_on: dict[str, set[str]] | None = None) -> str:
+                  runs_on: dict[str, set[str]] | None = None, scored_on: str = "dev") -> str:
     """Table 5's layout. ``sizes[task][subset]`` has ``size``, ``available`` and, for a
     subset not run, the ``reason``; ``runs_on[arm]``, the tasks an arm runs on (default:
-    all; the others are left out of that task's block)."""
+    all; the others are left out of that task's block); ``scored_on``: what the runs are
+    scored on ("dev", or "tuning" for a split carved from train)."""
     lines = [] if per_task_heads else table_head(subsets[tasks[0]])
     for task in tasks:
         if per_task_heads:
             lines += ([""] if lines and lines[-1] else []) + table_head(subsets[task])
-        lines.append(f"| **{task} (dev accuracy %)** |" + " |" * len(subsets[task]))
+        lines.append(f"| **{task} ({scored_on} accuracy %)** |" + " |" * len(subsets[task]))
         lines.append("| #Training Data | " + " | ".join(
             f"{sizes[task][s]['size']:,}" for s in subsets[task]) + " |")
         for arm in arms:
@@ -114,19 +116,20 @@ def subsets_table(tasks: list[str], subsets: dict[str, list[str]], per_task_head
             lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     pairs = arm_pairs(arms, baseline)
     return "\n".join(lines) + "\n\n" + subsets_differences(
-        tasks, subsets, per_task_heads, sizes, pairs, records, runs_on) + \
+        tasks, subsets, per_task_heads, sizes, pairs, records, runs_on, scored_on) + \
         smart_terms_table(arms, records)
 
 
 def subsets_differences(tasks: list[str], subsets: dict[str, list[str]],
                         per_task_heads: bool, sizes: dict[str, dict[str, dict[str, Any]]],
                         pairs: list[tuple[str, str]], records: list[Record],
-                        runs_on: dict[str, set[str]] | None = None) -> str:
-    """Arms' differences in dev accuracy points, with Welch's t-test p over seeds: with 3
+                        runs_on: dict[str, set[str]] | None = None,
+                        scored_on: str = "dev") -> str:
+    """Arms' differences in accuracy points, with Welch's t-test p over seeds: with 3
     seeds a gap of a point can be noise, and the table says so."""
     if not pairs:
         return ""
-    lines = [f"Differences (points of dev accuracy; {WELCH_UNITS}):", ""]
+    lines = [f"Differences (points of {scored_on} accuracy; {WELCH_UNITS}):", ""]
     if not per_task_heads:
         lines += table_head(subsets[tasks[0]])
     for task in tasks:

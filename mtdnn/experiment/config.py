@@ -111,6 +111,9 @@ class ExperimentConfig:
     # grid's runs finished earlier, whenever the grid is run (not by --report-only).
     finished_runs_keep: Literal["everything", "model"] = "everything"
     layout: Literal["tasks", "subsets"] = "tasks"  # Tables 3/4 or Table 5
+    # what the runs are scored on, as the tables name it: the dev sets, or tuning splits
+    # carved from train (task_files' dev: a holdout), which are not the reported dev sets
+    scored_on: Literal["dev", "tuning"] = "dev"
     # the arm every other is compared with (Welch's p); none: every pair of arms
     baseline: str | None = None
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys for every run

@@ -76,7 +76,8 @@ def write_report(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, 
         table = tables.subsets_table(
             tasks, {t: list(task_subsets(config, t)) for t in tasks},
             isinstance(config.subsets, dict), sizes, arms, records, config.baseline,
-            {arm: set(spec.tasks or tasks) for arm, spec in config.arms.items()})
+            {arm: set(spec.tasks or tasks) for arm, spec in config.arms.items()},
+            config.scored_on)
         plot_subsets(records, tasks, arms, out / "results.png")
         columns = {f"{t} {s}": (t, "accuracy", s) for t in tasks for s in task_subsets(config, t)}
     else:
