@@ -726,7 +726,7 @@ CASES = [
     # -- Ctrl-C: one line, exit 130, `last` whole -------------------------------------------
     Case("interrupt", "Ctrl-C in training after two saved steps", "train",
          lambda t, c: train_args(t, c, "max_steps=4", "save_every_steps=1"),
-         "the last checkpoint holds step 2: resume with resume=", code=130,
+         "the last checkpoint holds step 2: continue with mtdnn-train resume=", code=130,
          interrupt=interrupt_at("torch.nn.utils.clip_grad_norm_", calls=3),
          allowed_new=("run",), check=last_is_complete),
     Case("interrupt", "Ctrl-C in training before the first checkpoint", "train",

@@ -127,3 +127,45 @@ def test_a_training_state_that_would_run_code_is_refused(prepared_data: Path,
     assert "training_state.pt" in error and "refused to load this training state" in error
     assert "io.open" in error and "init_checkpoint" in error
     assert (run / "metrics.jsonl").read_text() == metrics  # the run is as it was
+
+
+# Ctrl-C at the third gradient clip: steps 1 and 2 are saved, step 3 is not.
+INTERRUPT_AT_THIRD_STEP = """
+import sys, runpy, torch
+from unittest import mock
+real, calls = torch.nn.utils.clip_grad_norm_, []
+def interrupted(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:
+        raise KeyboardInterrupt
+    return real(*args, **kwargs)
+with mock.patch("torch.nn.utils.clip_grad_norm_", interrupted):
+    sys.argv = ["train.py", *sys.argv[1:]]
+    runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+def test_the_printed_resume_command_continues_the_run_as_it_is_written(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    import shlex
+
+    rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 32)
+    common = ["tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
+              f"encoder={tiny_encoder_dir}", "batch_size=8", "max_steps=4",
+              "save_every_steps=1", "progress_bar=false", f"cache_dir={tmp_path / 'cache'}",
+              "precision=fp32"]
+    whole, run = tmp_path / "whole", tmp_path / "run"
+    done = subprocess.run([sys.executable, "train.py", *common, f"output_dir={whole}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stopped = subprocess.run([sys.executable, "-c", INTERRUPT_AT_THIRD_STEP, *common,
+                              f"output_dir={run}"], cwd=REPO, capture_output=True, text=True)
+    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    printed = stopped.stderr.strip().splitlines()[-1].split("continue with ", 1)[1]
+    words = shlex.split(printed)
+    assert words == ["mtdnn-train", f"resume={run}"]  # nothing else to remember
+    words[0] = str(Path(sys.executable).parent / "mtdnn-train")
+    resumed = subprocess.run(words, cwd=tmp_path, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resumed from" in resumed.stderr and "at step 2" in resumed.stderr
+    assert (run / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()

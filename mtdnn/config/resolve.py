@@ -188,6 +188,8 @@ def resolve_config(
     come from elsewhere (an experiment's arm), checked without them.
     """
     path = None
+    if source is None:  # resume=<run> alone continues the run from its saved config
+        source = resumed_run_config(keys, overrides)
     if isinstance(source, TrainConfig):
         data = to_dict(source)
     elif isinstance(source, dict):
@@ -217,6 +219,20 @@ def resolve_config(
     config = _validated(data, named, tasks_later)
     warn_settings_that_cannot_act(data.get("smart"), config.smart)
     return warn_inert_preset(config)
+
+
+def resumed_run_config(keys: dict[str, Any] | None, overrides: Iterable[str]) -> Path | None:
+    """The saved config of the run (or checkpoint) that ``resume`` names, when no config is
+    given: what Hugging Face's ``resume_from_checkpoint`` needs nothing else for."""
+    resume = (keys or {}).get("resume")
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.strip() == "resume" and value.strip():
+            resume = value.strip()
+    if not isinstance(resume, str):
+        return None
+    saved = Path(resume) / "config.yaml"
+    return saved if saved.is_file() else None
 
 
 def _validated(

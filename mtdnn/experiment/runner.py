@@ -56,9 +56,9 @@ def rescore(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, Any]]
             record[analysis.name] = analysis.measure(config, cell, folder, record["precision"])
             write_record(folder / RECORD, record)
             rescored += 1
-        log.info("%s: rescored %d runs; %d already had every measure; %d runs no longer "
-                 "have their final model and keep their old measures", analysis.name,
-                 rescored, current, missing)
+        log.info("rescored the %s breakdown of %d runs; %d already had every measure; %d "
+                 "runs no longer have their final model and keep their old breakdown",
+                 analysis.name, rescored, current, missing)
 
 
 ChangedInputs = Literal["refuse", "rerun", "keep"]

@@ -93,8 +93,8 @@ class RunDir:
         if step is None:
             return Interrupted("interrupted before the first checkpoint; nothing to resume",
                                file=self.path, allowed="start the run again (overwrite=true)")
-        return Interrupted(f"interrupted; the last checkpoint holds step {step}: resume with "
-                           f"resume={self.path}", file=self.path)
+        return Interrupted(f"interrupted; the last checkpoint holds step {step}: continue with "
+                           f"mtdnn-train resume={self.path}", file=self.path)
 
     @functools.cached_property
     def _logged(self) -> list[dict[str, Any]]:
