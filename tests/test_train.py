@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModel
 
-from conftest import REPO, read_metrics, run_train
+from conftest import REPO, head_jsonl, read_metrics, run_train
 from mtdnn.config.resolve import resolve_config
 from mtdnn.training.trainer import train
 
@@ -197,3 +197,33 @@ def test_one_rule_decides_when_to_save_and_evaluate() -> None:
     every_epoch = resolve_config(None, ["tasks=[rte]"])
     assert checkpoint_due(every_epoch, 5, 10, epoch_end=True) == (True, True)
     assert checkpoint_due(every_epoch, 6, 10, epoch_end=False) == (False, False)
+
+
+def test_train_log_holds_every_line_the_run_printed(prepared_data: Path, tiny_encoder_dir: Path,
+                                                    tmp_path: Path) -> None:
+    """The device and precision, the data counts and where the weights come from are logged
+    before the run folder exists; train.log has them too, after the resolved config."""
+    import subprocess
+    import sys
+
+    rows = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 16)
+    stage = tmp_path / "stage"
+    common = ["tasks=[rte]", f"tasks.rte.train={rows}", f"tasks.rte.dev={rows}",
+              f"encoder={tiny_encoder_dir}", "max_steps=2", "batch_size=8",
+              "progress_bar=false", f"cache_dir={tmp_path / 'cache'}"]
+    first = subprocess.run([sys.executable, "train.py", *common, f"output_dir={stage}"],
+                           cwd=REPO, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-2000:]
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "train.py", *common, f"output_dir={run}",
+                           f"init_checkpoint={stage}/best"], cwd=REPO, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = [line.split(" ", 1)[1] for line in done.stderr.splitlines()
+               if line[:2].isdigit() and " INFO " in line]
+    logged = [line.split(" ", 2)[2] for line in (run / "train.log").read_text().splitlines()
+              if line[:4].isdigit() and " INFO " in line]
+    assert printed and printed == logged
+    assert any(line.startswith("INFO device ") for line in logged)
+    assert any(line.startswith(f"INFO initialised from {stage}/best") for line in logged)
+    assert any(f"run {run}: tasks rte; from {stage}/best;" in line for line in logged)

@@ -37,7 +37,7 @@ from mtdnn.runs.checkpoint import save_last, training_state
 from mtdnn.runs.provenance import code_version, machine_description
 from mtdnn.runs.randomness import seed_everything
 from mtdnn.runs.run_dir import RunDir, plan_run_dir
-from mtdnn.runs.run_log import RunLog, attach_run_log
+from mtdnn.runs.run_log import EarlyLines, RunLog, attach_run_log
 from mtdnn.runs.run_state import RunState
 from mtdnn.runs.trackers import Trackers
 from mtdnn.tasks.metrics import check_best_metric, score_of
@@ -65,12 +65,14 @@ def rank_share(rows: int, rank: int, world_size: int) -> tuple[slice, float]:
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training as configured; returns the best and last dev metrics and paths."""
     recipe = TrainingRecipe(config)
+    recipe.early = EarlyLines()  # train.log is written once the run folder is
     try:
         recipe.setup()
         return recipe.train()
     except KeyboardInterrupt:
         raise RunDir(Path(config.output_dir)).interrupted() from None
     finally:  # also after a failure: detach the run's log file, leave the process group
+        recipe.early.detach()
         if recipe.run_log is not None:
             recipe.run_log.detach()
         if recipe.distributed is not None:
@@ -98,6 +100,7 @@ class TrainingRecipe:
         self.config = config
         self.distributed: Distributed | None = None
         self.run_log: RunLog | None = None
+        self.early: EarlyLines | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -145,7 +148,7 @@ class TrainingRecipe:
                     if self.distributed.enabled and not hand_summed else None)
         # rank 0 writes the run folder; the other ranks only name it
         self.run = self.planned.start() if self.main else RunDir(config.output_dir)
-        self.run_log = attach_run_log(self.planned, config) if self.main else None
+        self.run_log = attach_run_log(self.planned, config, self.early) if self.main else None
         if self.resume_from is not None:
             self.state = resume_training(self.resume_from, config, self.total_steps,
                                          self.optimizer, self.scheduler, self.scaler,
