@@ -227,3 +227,41 @@ def test_train_log_holds_every_line_the_run_printed(prepared_data: Path, tiny_en
     assert any(line.startswith("INFO device ") for line in logged)
     assert any(line.startswith(f"INFO initialised from {stage}/best") for line in logged)
     assert any(f"run {run}: tasks rte; from {stage}/best;" in line for line in logged)
+
+
+def test_stage_two_on_an_inline_task_needs_only_its_name(prepared_data: Path,
+                                                         tiny_encoder_dir: Path,
+                                                         tmp_path: Path) -> None:
+    """A task defined inline in stage 1, on the user's own CSV, fine-tuned from the stage's
+    checkpoint with init_checkpoint and tasks alone: the checkpoint brings its definition
+    and the data it was declared with."""
+    import csv
+    import subprocess
+    import sys
+
+    from mtdnn.files import read_jsonl
+
+    rows = [row for _, row in read_jsonl(prepared_data / "sst2/train.jsonl")][:24]
+    mine = tmp_path / "reviews.csv"
+    with open(mine, "w", newline="") as handle:
+        csv.writer(handle).writerows([("text", "stars")] + [
+            (r["sentence"], "pos" if r["label"] == "1" else "neg") for r in rows])
+    stage = tmp_path / "stage"
+    first = subprocess.run([
+        sys.executable, "train.py", "tasks=[sentiment]", f"tasks.sentiment.train={mine}",
+        f"tasks.sentiment.dev={mine}", "tasks.sentiment.columns={sentence: text, label: stars}",
+        "tasks.sentiment.definition={type: classification, inputs: [sentence], "
+        "labels: [neg, pos]}", f"encoder={tiny_encoder_dir}", "max_steps=2", "batch_size=8",
+        "progress_bar=false", f"cache_dir={tmp_path / 'cache'}", f"output_dir={stage}"],
+        cwd=REPO, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = subprocess.run([sys.executable, "train.py", "tasks=[sentiment]",
+                             f"init_checkpoint={stage}/best", "max_steps=2", "batch_size=8",
+                             "progress_bar=false", f"cache_dir={tmp_path / 'cache'}",
+                             f"output_dir={tmp_path / 'fine'}"], cwd=REPO, capture_output=True,
+                            text=True)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert f"initialised from {stage}/best: encoder, heads of sentiment" in second.stderr
+    assert f"from {stage}/best;" in second.stderr  # the run line names where it starts
+    assert "sentiment" in json.loads((tmp_path / "fine/summary.json").read_text())["best"][
+        "metrics"]

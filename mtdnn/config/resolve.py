@@ -216,9 +216,31 @@ def resolve_config(
     # ... and what is wrong only after the overrides names the command line.
     if overrides or (named is None and source is None and not keys):
         named = "command line"
-    config = _validated(data, named, tasks_later)
+    config = _validated(with_checkpoint_sources(data), named, tasks_later)
     warn_settings_that_cannot_act(data.get("smart"), config.smart)
     return warn_inert_preset(config)
+
+
+def with_checkpoint_sources(data: dict[str, Any]) -> dict[str, Any]:
+    """A stage-2 run (``init_checkpoint``) on a task of the checkpoint that names no data of
+    its own reads the data the checkpoint's run declared for it (its train, dev and column
+    mapping), as that run's config.yaml says: a task defined inline in stage 1 needs
+    nothing but its name in stage 2."""
+    init = data.get("init_checkpoint")
+    saved_file = Path(init) / "config.yaml" if isinstance(init, str) else None
+    tasks = _normalise(dict(data)).get("tasks")
+    if saved_file is None or not saved_file.is_file() or not isinstance(tasks, dict):
+        return data
+    saved = (load_yaml(saved_file) or {}).get("tasks") or {}
+    filled = {}
+    for name, spec in tasks.items():
+        declared = saved.get(name) if isinstance(saved, dict) else None
+        own = {k for k in ("train", "dev") if (spec or {}).get(k)}
+        if isinstance(declared, dict) and not own:
+            spec = {**{k: declared[k] for k in ("train", "dev", "columns")
+                       if declared.get(k)}, **(spec or {})}
+        filled[name] = spec
+    return {**data, "tasks": filled}
 
 
 def resumed_run_config(keys: dict[str, Any] | None, overrides: Iterable[str]) -> Path | None:

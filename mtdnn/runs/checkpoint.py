@@ -39,7 +39,7 @@ from mtdnn.modeling.smart import MeanTeacher
 from mtdnn.runs.randomness import rng_state
 from mtdnn.runs.run_dir import CONFIG_FILE, INFO_FILE, STEPS_DIR, RunDir, checkpoint_info
 from mtdnn.runs.run_state import RunState
-from mtdnn.tasks.task_def import TaskDef, load_task_file
+from mtdnn.tasks.task_def import CHECKPOINT_TASK_DEFS, TaskDef, load_task_file
 
 if TYPE_CHECKING:  # mtdnn.modeling.model imports transformers (seconds); reading records needs none
     from mtdnn.modeling.model import MultiTaskModel
@@ -54,7 +54,7 @@ ENCODER_DIR = "encoder"
 HEADS_FILE = "heads.safetensors"
 
 
-TASK_DEFS_FILE = "task_defs.yaml"
+TASK_DEFS_FILE = CHECKPOINT_TASK_DEFS
 
 
 STATE_FILE = "training_state.pt"

@@ -179,19 +179,31 @@ def load_task_defs(paths: Iterable[str | Path] | str | Path = DEFAULT_TASK_DEFS_
     return tasks
 
 
+# The task definitions a checkpoint's heads were built from, in the checkpoint's folder.
+CHECKPOINT_TASK_DEFS = "task_defs.yaml"
+
+
 class RunTasks(Protocol):
     """What :func:`select_tasks` reads of a run config (a
-    :class:`mtdnn.config.train_config.TrainConfig`):
-    its task definition files, and its tasks, each with an optional inline ``definition``."""
+    :class:`mtdnn.config.train_config.TrainConfig`): its task definition files, its tasks
+    (each with an optional inline ``definition``) and the checkpoint it starts from."""
 
     task_defs: tuple[str, ...]
     tasks: Mapping[str, Any]
+    init_checkpoint: str | None
 
 
 def select_tasks(config: RunTasks) -> dict[str, TaskDef]:
     """The task definitions of the run's tasks, in config order: from the task definition
-    files, or written inline (``tasks.<name>.definition``)."""
+    files, written inline (``tasks.<name>.definition``), or, for a task none of those
+    defines, the definition a stage-2 run's ``init_checkpoint`` was trained with."""
     known = load_task_defs(config.task_defs)
+    saved = Path(config.init_checkpoint or "") / CHECKPOINT_TASK_DEFS
+    if config.init_checkpoint and saved.is_file():
+        for name, task in load_task_file(saved).items():
+            inline = name in config.tasks and config.tasks[name].definition is not None
+            if not inline:
+                known.setdefault(name, task)
     for name, spec in config.tasks.items():
         if spec.definition is None:
             continue
