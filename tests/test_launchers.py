@@ -136,11 +136,12 @@ def uninterrupted(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory)
     return json.loads((folder / "whole/plain/rte/full/seed3/result.json").read_text())
 
 
-def launch_and_wait_for_a_checkpoint(config: Path, run: Path) -> subprocess.Popen:
+def launch_and_wait_for_a_checkpoint(config: Path, run: Path,
+                                     *extra: str) -> subprocess.Popen:
     """The grid launched in the background, its log in ``<config>.log``."""
     with config.with_suffix(".log").open("w") as log:
         launched = subprocess.Popen([sys.executable, "-m", "mtdnn.experiment", "--config",
-                                     str(config), "--threads-per-job", "1"], cwd=REPO,
+                                     str(config), "--threads-per-job", "1", *extra], cwd=REPO,
                                     env=ENV, start_new_session=True, stdout=log, stderr=log)
     deadline = time.monotonic() + 600
     while not (run / "last" / "checkpoint.json").is_file():
@@ -189,6 +190,30 @@ def test_a_cell_whose_worker_is_killed_is_resumed_by_the_engine(
     assert "its worker process died; submitted again (retry 1 of 3)" in stderr
     assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
                       killed_at)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds workers in /proc")
+def test_one_killed_local_worker_resubmits_its_job_alone(prepared_data: Path,
+                                                         tmp_path: Path) -> None:
+    """Two jobs at once, one worker killed: only its job is submitted again and spends a
+    retry; the other runs on in its own worker, untouched."""
+    config = killable_grid(tmp_path, prepared_data, "two")
+    spec = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**spec, "seeds": [3, 4]}))
+    runs = [tmp_path / f"two/plain/rte/full/seed{seed}" for seed in (3, 4)]
+    launched = launch_and_wait_for_a_checkpoint(config, runs[0], "--jobs", "2")
+    deadline = time.monotonic() + 120
+    while len(workers := worker_processes(launched.pid)) < 2:
+        assert time.monotonic() < deadline, workers
+        time.sleep(0.05)
+    os.kill(workers[0], signal.SIGKILL)
+    launched.wait(timeout=900)
+    stderr = config.with_suffix(".log").read_text()
+    assert launched.returncode == 0, stderr[-3000:]
+    assert stderr.count("its worker process died; submitted again") == 1, stderr[-3000:]
+    assert "(retry 1 of 3)" in stderr and "retry 2" not in stderr
+    assert all((run / "result.json").is_file() for run in runs)
 
 
 @pytest.mark.slow

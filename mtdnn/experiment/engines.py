@@ -206,41 +206,68 @@ def stop_with_launcher(launcher: int, every: float = 1.0) -> None:
 
 
 class LocalEngine:
-    """A pool of ``jobs`` worker processes, started fresh (not forked from this one)."""
+    """Up to ``jobs`` jobs at once, each in a worker process of its own, started fresh (not
+    forked from this one): a worker that dies takes only its own job with it, and only
+    that job is submitted again and spends a retry."""
 
     orders_itself = False
 
     def __init__(self, fn: Callable, launcher: LauncherConfig, log_dir: Path) -> None:
+        import threading
+
         self.fn, self.threads, self.workers = fn, launcher.threads(), launcher.jobs
         self.max_retries, self.retries = launcher.max_retries, {}
-        self.pool = self.new_pool()
-        self.pool_of: dict[Any, Any] = {}  # each handle's pool: a broken one is replaced once
+        self.lock = threading.Lock()
+        self.queued: list[tuple[Any, Job]] = []
+        self.active: dict[Any, Any] = {}  # handle -> the pool of its one worker
 
-    def new_pool(self) -> Any:
+    def submit(self, job: Job, after: Any) -> Any:
+        from concurrent.futures import Future
+
+        handle: Future = Future()
+        with self.lock:
+            self.queued.append((handle, job))
+        self.start_ready()
+        return handle
+
+    def start_ready(self) -> None:
+        """Start queued jobs while fewer than ``jobs`` run."""
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        return ProcessPoolExecutor(max_workers=self.workers,
-                                   mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=stop_with_launcher, initargs=(os.getpid(),))
+        while True:
+            with self.lock:
+                if len(self.active) >= self.workers or not self.queued:
+                    return
+                handle, job = self.queued.pop(0)
+                pool = ProcessPoolExecutor(max_workers=1,
+                                           mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=stop_with_launcher,
+                                           initargs=(os.getpid(),))
+                self.active[handle] = pool
+            work = pool.submit(self.fn, *job.args, None, self.threads)
+            work.add_done_callback(lambda done, handle=handle: self.finished(handle, done))
 
-    def submit(self, job: Job, after: Any) -> Any:
-        handle = self.pool.submit(self.fn, *job.args, None, self.threads)
-        self.pool_of[handle] = self.pool
-        return handle
+    def finished(self, handle: Any, done: Any) -> None:
+        """A worker's job ended (or its process died): hand the outcome on, free its slot."""
+        with self.lock:
+            pool = self.active.pop(handle)
+        pool.shutdown(wait=False)
+        error = done.exception()
+        if error is not None:
+            handle.set_exception(error)
+        else:
+            handle.set_result(done.result())
+        self.start_ready()
 
     def resubmitted(self, handle: Any, job: Job) -> Any:
-        """When a worker process dies, the pool fails every job it was running: each is
-        submitted again to a fresh pool, up to ``max_retries`` times."""
+        """A job whose worker process died is submitted again, up to ``max_retries``
+        times; the other jobs are not touched."""
         from concurrent.futures.process import BrokenProcessPool
 
-        pool = self.pool_of.pop(handle)
         tries = self.retries.get(job, 0)
         if not isinstance(handle.exception(), BrokenProcessPool) or tries >= self.max_retries:
             return None
-        if pool is self.pool:
-            pool.shutdown(wait=False, cancel_futures=True)
-            self.pool = self.new_pool()
         self.retries[job] = tries + 1
         log.warning("%s: its worker process died; submitted again (retry %d of %d)",
                     job.name, tries + 1, self.max_retries)
@@ -257,7 +284,11 @@ class LocalEngine:
             Outcome(job, result=handle.result())
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        with self.lock:
+            self.queued.clear()
+            pools = list(self.active.values())
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Requeueable:
