@@ -283,3 +283,27 @@ def test_a_missing_engine_names_its_extra(kind: str, message: str, tmp_path: Pat
     monkeypatch.setitem(sys.modules, "ray" if kind == "ray" else "submitit", None)
     with pytest.raises(MtdnnError, match=message.replace("[", r"\[").replace("]", r"\]")):
         run_jobs(print, [Job("x", ())], LauncherConfig(kind=kind), tmp_path)
+
+
+@pytest.mark.parametrize("keys, message", [
+    (["--launcher", "ray", "launcher.ray.address=127.0.0.1:1"],
+     "key 'launcher.ray.address': no Ray cluster answers at 127.0.0.1:1"),
+    (["--launcher", "ray", "launcher.ray.address=auto"],
+     "key 'launcher.ray.address': address auto: no running Ray cluster found on this machine"),
+    (["--launcher", "slurm"],
+     "key 'launcher.slurm.cluster': the slurm launcher found no Slurm here (no sbatch on "
+     "PATH) (allowed: a machine with Slurm; launcher.slurm.cluster=local"),
+])
+def test_a_cluster_that_cannot_be_reached_is_refused_at_once_and_nothing_is_written(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path, keys: list[str],
+        message: str) -> None:
+    config = grid(tmp_path, prepared_data, tiny_encoder_dir, "unreached")
+    started = time.monotonic()
+    ran = subprocess.run([sys.executable, "-m", "mtdnn.experiment", "--config", str(config),
+                          *keys], cwd=REPO, text=True, capture_output=True,
+                         env={**ENV, "TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert time.monotonic() - started < 10  # the imports, then at once
+    assert ran.returncode == 2, ran.stderr[-2000:]
+    assert message in ran.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in ran.stderr
+    assert not (tmp_path / "unreached").exists()  # no experiment_config.json, no folder

@@ -50,10 +50,12 @@ class SlurmResources:
 
     partition: str | None = None
     time_min: int = 240  # the job's time limit; a job cut off by it is requeued
-    cpus_per_task: int = 4
+    # none: the launcher's threads_per_job (--threads-per-job), else 4
+    cpus_per_task: int | None = None
     gpus_per_node: int = 0
     mem_gb: int = 16
-    # auto: Slurm where sbatch is found, else local processes; local: local processes
+    # auto: Slurm where sbatch is found, else an error; local: local processes through
+    # submitit's local executor (to try a Slurm grid on one machine)
     cluster: Literal["auto", "slurm", "local"] = "auto"
     extra: dict[str, Any] = field(default_factory=dict)  # other sbatch options, e.g. qos
     max_requeues: int = 3  # after a time limit or a pre-emption
@@ -87,11 +89,16 @@ class LauncherConfig:
     slurm: SlurmResources = SlurmResources()
     ray: RayResources = RayResources()
 
+    def slurm_cpus(self) -> int:
+        """The CPUs each Slurm job asks for: ``slurm.cpus_per_task``, else the threads each
+        job is to use, else 4."""
+        return self.slurm.cpus_per_task or self.threads_per_job or 4
+
     def threads(self) -> int:
         if self.threads_per_job:
             return self.threads_per_job
         if self.kind == "slurm":
-            return self.slurm.cpus_per_task
+            return self.slurm_cpus()
         if self.kind == "ray":
             return max(1, int(self.ray.num_cpus))
         return max(1, (os.cpu_count() or 1) // self.jobs)
@@ -307,12 +314,60 @@ class Requeueable:
         return submitit.helpers.DelayedSubmission(Requeueable(self.fn), *args)
 
 
+def check_slurm_reachable(slurm: SlurmResources) -> None:
+    """``cluster: auto`` on a machine without Slurm is an error, not a quiet fall-back to
+    local processes (which would start every job at once)."""
+    import shutil
+
+    if slurm.cluster == "auto" and shutil.which("sbatch") is None:
+        raise MtdnnError("the slurm launcher found no Slurm here (no sbatch on PATH)",
+                         key="launcher.slurm.cluster",
+                         allowed="a machine with Slurm; launcher.slurm.cluster=local to try "
+                                 "the grid with submitit's local executor; or --launcher local")
+
+
+def check_ray_reachable(address: str | None, timeout: float = 3.0) -> None:
+    """A Ray cluster named by ``address`` answers, checked in seconds before anything is
+    written (Ray itself retries an unreachable address for minutes). No address: a local
+    cluster is started, nothing to check."""
+    import socket
+
+    if address is None:
+        return
+    allowed = ("a running cluster's address (ray start --head prints it), or no "
+               "launcher.ray.address: a local Ray cluster on this machine")
+    if address == "auto":
+        import tempfile
+
+        current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+        if not os.environ.get("RAY_ADDRESS") and not current.is_file():
+            raise MtdnnError("address auto: no running Ray cluster found on this machine",
+                             key="launcher.ray.address", allowed=allowed)
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host or address, int(port or 6379)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as error:
+        raise MtdnnError(f"no Ray cluster answers at {address} ({error})",
+                         key="launcher.ray.address", allowed=allowed) from None
+
+
+def check_launcher(launcher: LauncherConfig) -> None:
+    """Refuse, before a grid writes anything, a launcher that cannot reach its cluster."""
+    if launcher.kind == "slurm":
+        check_slurm_reachable(launcher.slurm)
+    elif launcher.kind == "ray":
+        check_ray_reachable(launcher.ray.address)
+
+
 class SubmititEngine(LocalEngine):
     """Each job a Slurm job (or, with ``cluster: local``, a local process)."""
 
     def __init__(self, fn: Callable, launcher: LauncherConfig, log_dir: Path) -> None:
         submitit = engine_package("submitit", "slurm")
         slurm = launcher.slurm
+        check_slurm_reachable(slurm)
         self.fn, self.threads, self.submitit = fn, launcher.threads(), submitit
         self.executor = submitit.AutoExecutor(
             folder=str(log_dir), cluster=None if slurm.cluster == "auto" else slurm.cluster,
@@ -321,7 +376,7 @@ class SubmititEngine(LocalEngine):
         if slurm.extra:
             extra["slurm_additional_parameters"] = dict(slurm.extra)
         self.executor.update_parameters(
-            name="mtdnn", timeout_min=slurm.time_min, cpus_per_task=slurm.cpus_per_task,
+            name="mtdnn", timeout_min=slurm.time_min, cpus_per_task=launcher.slurm_cpus(),
             gpus_per_node=slurm.gpus_per_node, mem_gb=slurm.mem_gb, **extra)
         self.poll = 30.0 if self.executor.cluster == "slurm" else 1.0
 

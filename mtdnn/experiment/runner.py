@@ -16,6 +16,7 @@ from mtdnn.experiment.config import (
     MULTITASK,
     ExperimentConfig,
 )
+from mtdnn.experiment.engines import check_launcher
 from mtdnn.experiment.grid import Cell, all_sizes, cells, task_file
 from mtdnn.experiment.jobs import launch, plan
 from mtdnn.experiment.records import (
@@ -98,6 +99,8 @@ def run_experiment(config: ExperimentConfig, stages_only: bool = False,
                      "checkpoints deleted from finished runs", freed / 1e9)
     jobs = plan(config, stages_only, arms, analyses)
     check_output_folder(Path(config.output_dir), "output_dir")
+    if jobs:
+        check_launcher(config.launcher)
     check_data_files(config, [job.args[1][1] for job in jobs if job.args[1][0] == "cell"],
                      sizes, analyses)
     out = make_output_dir(Path(config.output_dir))
