@@ -16,7 +16,8 @@ from typing import Any
 from mtdnn.commandline import add_debug_flag, parsed_with_logging, run_cli
 
 TRAIN_HELP = """Train: multi-task stage and per-task fine-tuning are the same command; the
-second sets init_checkpoint=<run>/best. Config keys come from --config (a YAML file, or a
+second sets init_checkpoint=<run>/last (the stage as it ended, as the experiment
+runner starts from it). Config keys come from --config (a YAML file, or a
 packaged config by name: --list-configs) with key=value overrides laid over it; every key
 is listed below.
 
@@ -107,15 +108,31 @@ def predict_main(argv: list[str] | None = None) -> None:
 
 
 def list_configs() -> str:
-    """The packaged run configs, each with the first line of its header comment."""
+    """The packaged run configs, each with the first sentence of its header comment."""
     from mtdnn.config.resolve import packaged_configs
 
     lines = []
     for name, path in packaged_configs().items():
-        first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines()
-                      if line.startswith("#")), "")
-        lines.append(f"{name:<20} {first}")
+        lines.append(f"{name:<20} {first_sentence(path.read_text())}")
     return "\n".join(lines) + f"\n(in {next(iter(packaged_configs().values())).parent})"
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a YAML file's opening comment, however many lines it spans
+    (the comment's text up to its first full stop, or all of its prose), so that
+    ``--list-configs`` never cuts a description mid-sentence."""
+    import re
+
+    prose = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        words = line.lstrip("#").strip()
+        if line.startswith("#  ") or not words:  # an indented command, not prose
+            break
+        prose.append(words)
+    found = re.match(r"(.+?\.)(\s|$)", " ".join(prose))
+    return found.group(1) if found else " ".join(prose)
 
 
 def prediction_source(text: str, columns: str | None) -> tuple[Any, dict[str, str]]:

@@ -192,3 +192,18 @@ def test_one_way_in_the_same_keys_give_the_same_config_by_every_form() -> None:
     builders = [p for p in (REPO / "mtdnn").rglob("*.py")
                 if re.search(r"build\(TrainConfig|TrainConfig\(", p.read_text())]
     assert [p.name for p in builders] == ["resolve.py"]
+
+
+def test_list_configs_shows_whole_first_sentences() -> None:
+    from mtdnn.cli import list_configs
+    from mtdnn.config.resolve import packaged_configs
+
+    listed = dict(line.split(None, 1) for line in list_configs().splitlines()[:-1])
+    assert set(listed) == set(packaged_configs())
+    for name, description in listed.items():
+        prose = " ".join(line.lstrip("# ").strip()
+                         for line in packaged_configs()[name].read_text().splitlines()
+                         if line.startswith("#"))
+        assert description.endswith(".") and prose.startswith(description), name
+    # a description longer than a line is not cut where the comment's first line ends
+    assert listed["demo_stage1"].endswith("proportional sampling.")

@@ -131,3 +131,12 @@ def test_a_column_mapping_applies_to_the_users_file_not_the_default_dev_file(
     train, dev = canonical_files(config, select_tasks(config))["rte"]
     assert dev == prepared_data / "rte/dev.jsonl"  # read as it is
     assert [row["sentence1"] for _, row in read_jsonl(train)] == [r["sentence1"] for r in rows]
+
+
+def test_a_misspelt_key_suggests_the_key_meant_in_its_section_or_by_its_common_name() -> None:
+    for given, meant in (("lerning_rate", "optimizer.lr"), ("learning_rate", "optimizer.lr"),
+                         ("num_train_epochs", "epochs"), ("warmup_steps",
+                                                          "optimizer.warmup_steps")):
+        with pytest.raises(MtdnnError, match=rf"unknown key '{given}' \(did you mean "
+                                             rf"'{meant}'\?\)"):
+            resolve_config(None, ["tasks=[rte]", f"{given}=1"])

@@ -117,6 +117,27 @@ def _scalar(tp: type, value: Any, source: str | Path | None, key: str,
     fail()
 
 
+def nearest_key(word: str, cls: type, hidden: tuple[str, ...] = ()) -> str:
+    """`` (did you mean 'x'?)`` for the key of ``cls`` nearest ``word``: a field, a field of
+    one of its sections (``optimizer.lr`` for ``lr``), or one a field is also known by in
+    the ecosystem (``learning_rate``: its ``aliases``)."""
+    spellings: dict[str, str] = {}
+    for field in dataclasses.fields(cls):
+        if not field.init or field.name in hidden:
+            continue
+        for spelling in (field.name, *field.metadata.get("aliases", ())):
+            spellings.setdefault(spelling, field.name)
+        section = field.default if field.default is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(section):
+            for sub in dataclasses.fields(section):
+                for spelling in (sub.name, *sub.metadata.get("aliases", ())):
+                    spellings.setdefault(spelling, f"{field.name}.{sub.name}")
+    import difflib
+
+    close = difflib.get_close_matches(str(word), list(spellings), n=1, cutoff=0.6)
+    return f" (did you mean '{spellings[close[0]]}'?)" if close else ""
+
+
 def build(cls: type[T], data: dict[str, Any] | None, *, source: str | Path | None = None,
           prefix: str = "", hidden: tuple[str, ...] = ()) -> T:
     """Build dataclass ``cls`` from ``data``, rejecting unknown keys and wrong types.
@@ -133,7 +154,7 @@ def build(cls: type[T], data: dict[str, Any] | None, *, source: str | Path | Non
     unknown = sorted(set(data) - set(fields))
     if unknown:
         offered = [f for f in fields if f not in hidden]
-        raise MtdnnError(f"unknown key '{unknown[0]}'{did_you_mean(unknown[0], offered)}",
+        raise MtdnnError(f"unknown key '{unknown[0]}'{nearest_key(unknown[0], cls, hidden)}",
                          file=source,
                          key=f"{prefix}.{unknown[0]}" if prefix else unknown[0],
                          allowed=", ".join(offered))

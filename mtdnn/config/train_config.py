@@ -65,7 +65,8 @@ class TaskData:
 class OptimizerConfig:
     """AdamW with decoupled weight decay (none on biases and LayerNorm weights)."""
 
-    lr: float = key(5e-5, "peak learning rate (AdamW)", _positive("lr"), hf_trainer=True)
+    lr: float = key(5e-5, "peak learning rate (AdamW)", _positive("lr"), hf_trainer=True,
+                    aliases=("learning_rate",))
     weight_decay: float = key(
         0.01,
         "decoupled weight decay (none on biases and LayerNorm)",
@@ -156,7 +157,7 @@ class TrainConfig:
         ("packaged",), "task definition files or folders; packaged: the shipped ones"
     )
     data_dir: str = key("data", "where data_prep wrote canonical JSONL (<data_dir>/<task>/...)",
-    hf_trainer=True)
+                        hf_trainer=True)
     output_dir: str = key(
         "runs/default", "the run folder: config, metrics, tensorboard, checkpoints", hf_trainer=True
     )
@@ -183,7 +184,8 @@ class TrainConfig:
         {"check": (lambda v: v >= 0, "a whole number >= 0")},
     )
     epochs: int = key(3, "passes over the sampler's epoch plan", _positive("epochs"),
-    hf_trainer=True)
+                      aliases=("num_train_epochs",),
+                      hf_trainer=True)
     max_steps: int | None = key(
         None, "stop after this many optimizer steps (overrides epochs)", _positive("max_steps"),
         hf_trainer=True
