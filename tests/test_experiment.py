@@ -929,3 +929,18 @@ def test_a_finished_run_whose_inputs_changed_is_refused_then_rerun_alone(
     refused = experiment(config)
     assert refused.returncode == 2
     assert "trained on inputs that have changed since: task definition mrpc" in refused.stderr
+
+
+def test_a_multitask_runs_size_is_the_rows_of_its_tasks_train_files(tmp_path: Path) -> None:
+    from mtdnn.experiment import load_experiment
+    from mtdnn.experiment.grid import subset_sizes
+
+    (tmp_path / "rte").mkdir()
+    (tmp_path / "rte/train.jsonl").write_text("{}\n" * 5)
+    (tmp_path / "mine.jsonl").write_text("{}\n" * 3)
+    config = tmp_path / "grid.yaml"
+    config.write_text(yaml.safe_dump({
+        "arms": {"plain": None}, "data_dir": str(tmp_path),
+        "train": {"tasks": {"rte": {}, "mrpc": {"train": str(tmp_path / "mine.jsonl")}}}}))
+    sizes = subset_sizes(load_experiment(config, []), "multitask")
+    assert sizes["full"]["size"] == 8 and sizes["full"]["available"]

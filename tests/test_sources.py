@@ -222,3 +222,18 @@ def test_errors_name_the_users_file_and_row_not_the_cache(tmp_path: Path) -> Non
     assert str(caught.value).startswith(f"{tmp_path / 'mine.parquet'}: row 2: task 'rte': "
                                         "label 'maybe'")
     assert ".cache" not in str(caught.value) and "sources" not in str(caught.value)
+
+
+def test_a_dataset_is_cached_under_mtdnn_cache_when_it_is_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    folder = tmp_path / "my_dataset"
+    folder.mkdir()
+    datasets.Dataset.from_dict({"premise": ["A."], "hypothesis": ["B."], "label": [
+        "entailment"]}).to_parquet(str(folder / "train.parquet"))
+    monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
+    monkeypatch.setenv("MTDNN_CACHE", str(tmp_path / "mine"))
+    canonical_path(DatasetSource(str(folder), split="train"), TASKS["rte"],
+                   {"sentence1": "premise", "sentence2": "hypothesis"}, tmp_path / "cache")
+    assert any((tmp_path / "mine" / "datasets").iterdir())  # datasets' own cache, in ours

@@ -242,7 +242,8 @@ def _dataset_rows(source: DatasetSource, label_column: str) -> SourceRows:
     if Path(source.dataset).is_dir():
         _check_same_columns(Path(source.dataset), source.split)
     try:
-        dataset = datasets.load_dataset(source.dataset, source.config, split=source.split)
+        dataset = datasets.load_dataset(source.dataset, source.config, split=source.split,
+                                        cache_dir=datasets_cache())
     except Exception as error:  # noqa: BLE001 - datasets raises many types for a bad source
         if isinstance(error, KeyboardInterrupt):
             raise
@@ -260,6 +261,17 @@ def _dataset_rows(source: DatasetSource, label_column: str) -> SourceRows:
     names = getattr(label, "names", None)
     rows = ((Origin(where, index=index), row) for index, row in enumerate(dataset))
     return SourceRows(rows, where, dataset._fingerprint, names, list(dataset.column_names))
+
+
+def datasets_cache() -> str | None:
+    """Where ``datasets`` keeps what it loads: its own ``HF_DATASETS_CACHE`` if set, else,
+    where ``MTDNN_CACHE`` is set, ``$MTDNN_CACHE/datasets`` (one cache folder for
+    everything mtdnn writes), else ``datasets``' default."""
+    import os
+
+    if os.environ.get("HF_DATASETS_CACHE") or not os.environ.get("MTDNN_CACHE"):
+        return None
+    return str(Path(os.environ["MTDNN_CACHE"]) / "datasets")
 
 
 def _columns_of(path: Path) -> list[str] | None:

@@ -53,7 +53,9 @@ def subset_sizes(config: ExperimentConfig, task: str) -> dict[str, dict[str, Any
     drawn = [s for s in task_subsets(config, task) if s != FULL]
     manifest = subset_manifest(config, task, drawn) if drawn else {}
     for name in task_subsets(config, task):
-        if name == FULL:
+        if name == FULL and task == MULTITASK:  # train.tasks together: the sum of their files
+            entries[name] = {"file": None, "size": multitask_size(config), "available": True}
+        elif name == FULL:
             file = Path(task_file(config, task, "train"))
             size = line_count(file)
             entries[name] = {"file": str(file), "size": size, "available": True}
@@ -65,6 +67,20 @@ def subset_sizes(config: ExperimentConfig, task: str) -> dict[str, dict[str, Any
             entry.update(available=False,
                          reason=f"not run: {entry['size']:,} rows > max_train_rows {cap:,}")
     return entries
+
+
+def multitask_size(config: ExperimentConfig) -> int:
+    """The training examples of a run that trains ``train.tasks`` together: the rows of
+    each task's train file (its own, or ``<data_dir>/<task>/train.jsonl``)."""
+    tasks = config.train.get("tasks") or {}
+    specs = tasks if isinstance(tasks, dict) else {name: {} for name in tasks}
+    data_dir = Path(config.train.get("data_dir", config.data_dir))
+    total = 0
+    for name, spec in specs.items():
+        train = (spec or {}).get("train")
+        total += line_count(Path(train) if isinstance(train, str)
+                            else data_dir / name / "train.jsonl")
+    return total
 
 
 def line_count(path: Path) -> int:

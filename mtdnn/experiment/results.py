@@ -13,7 +13,7 @@ from typing import Any
 from mtdnn.analysis import selection, smart_tables, tables
 from mtdnn.errors import MtdnnError
 from mtdnn.experiment.analyses import RunAnalysis
-from mtdnn.experiment.config import ExperimentConfig, task_subsets
+from mtdnn.experiment.config import MULTITASK, ExperimentConfig, task_subsets
 from mtdnn.experiment.grid import cells, grid_tasks
 from mtdnn.experiment.records import (
     RECORD,
@@ -70,7 +70,10 @@ def write_report(config: ExperimentConfig, sizes: dict[str, dict[str, dict[str, 
     records = collect(config, sizes)
     stages = stage_records(config)
     arms = list(config.arms)
-    tables.write_csv(records, out / "results.csv")
+    # a run of train.tasks together recorded no size before its size was counted
+    tables.write_csv([{**r, "train_size": sizes[r["task"]][r["subset"]]["size"]}
+                      if r["task"] == MULTITASK and not r.get("train_size") else r
+                      for r in records], out / "results.csv")
     if config.layout == "subsets":
         tasks = list(grid_tasks(config))
         table = tables.subsets_table(
