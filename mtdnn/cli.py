@@ -109,30 +109,12 @@ def predict_main(argv: list[str] | None = None) -> None:
 
 def list_configs() -> str:
     """The packaged run configs, each with the first sentence of its header comment."""
-    from mtdnn.config.resolve import packaged_configs
+    from mtdnn.config.resolve import first_sentence, packaged_configs
 
     lines = []
     for name, path in packaged_configs().items():
         lines.append(f"{name:<20} {first_sentence(path.read_text())}")
     return "\n".join(lines) + f"\n(in {next(iter(packaged_configs().values())).parent})"
-
-
-def first_sentence(text: str) -> str:
-    """The first sentence of a YAML file's opening comment, however many lines it spans
-    (the comment's text up to its first full stop, or all of its prose), so that
-    ``--list-configs`` never cuts a description mid-sentence."""
-    import re
-
-    prose = []
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        words = line.lstrip("#").strip()
-        if line.startswith("#  ") or not words:  # an indented command, not prose
-            break
-        prose.append(words)
-    found = re.match(r"(.+?\.)(\s|$)", " ".join(prose))
-    return found.group(1) if found else " ".join(prose)
 
 
 def prediction_source(text: str, columns: str | None) -> tuple[Any, dict[str, str]]:

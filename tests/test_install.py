@@ -17,7 +17,8 @@ import pytest
 
 from conftest import REPO, head_jsonl
 
-SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "mtdnn", "data_prep", "task_defs")
+SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "mtdnn", "data_prep", "task_defs",
+           "experiments")
 
 
 @pytest.mark.slow
@@ -57,8 +58,16 @@ def test_pip_install_gives_commands_that_work_outside_the_repo(
     listed = {line.strip() for line in (REPO / "setup.cfg").read_text().split(
         "packages =", 1)[1].split("package_dir", 1)[0].splitlines() if line.strip()}
     tree = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "mtdnn").rglob(
-        "__init__.py")} | {"mtdnn.data_prep", "mtdnn.task_defs"}
+        "__init__.py")} | {"mtdnn.data_prep", "mtdnn.task_defs", "mtdnn.experiments"}
     assert listed == tree
+    # the experiments ship with the package: listed, and loaded by name from elsewhere
+    shown = subprocess.run([str(venv / "bin" / "mtdnn-experiment"), "--list-configs"],
+                           cwd=work, capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.startswith("demo "), shown.stderr
+    loaded = subprocess.run([str(python), "-c", "from mtdnn.experiment import load_experiment; "
+                             "print(sorted(load_experiment('demo', []).arms))"], cwd=work,
+                            capture_output=True, text=True)
+    assert loaded.returncode == 0 and "mt-dnn" in loaded.stdout, loaded.stderr
     for command in ("mtdnn-train", "mtdnn-predict", "mtdnn-prep", "mtdnn-export",
                     "mtdnn-experiment", "mtdnn-probe"):
         shown = subprocess.run([str(venv / "bin" / command), "--help"], cwd=work,

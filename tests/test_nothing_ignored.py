@@ -21,7 +21,7 @@ def test_a_config_name_that_is_both_a_local_file_and_a_packaged_config_is_refuse
     assert config_file("demo_stage1") == packaged_configs()["demo_stage1"]
     Path("demo_stage1.yaml").write_text("tasks: [rte]\n")
     with pytest.raises(MtdnnError, match=r"names both the file demo_stage1.yaml here and the "
-                                         r"packaged config demo_stage1"):
+                                         r"packaged run config demo_stage1"):
         config_file("demo_stage1")
     assert config_file("demo_stage1.yaml") == Path("demo_stage1.yaml")  # the file, by name
     Path("mine.yaml").write_text("tasks: [rte]\n")

@@ -187,6 +187,33 @@ def resolve_as_the_command_would(words: list[str]) -> None:
         assert resolve_config(config, keys).tasks
 
 
+def data_it_would_read(words: list[str], work: Path) -> list[str]:
+    """The data files a training command's tasks would read that are not in ``work`` (a
+    stage-2 command reads its checkpoint's, which the README's steps train first)."""
+    import os
+
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.data.sources import task_sources
+
+    if words[0] == "torchrun":
+        words = ["python", *words[next(i for i, w in enumerate(words) if w.endswith(".py")):]]
+    if words[:2] != ["python", "train.py"] or any(w.startswith("init_checkpoint=")
+                                                  for w in words):
+        return []
+    config = words[words.index("--config") + 1] if "--config" in words else None
+    keys = [w for w in words[2:] if "=" in w and not w.startswith("--")]
+    if config is not None and (REPO / config).is_file():
+        config = str(REPO / config)
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        resolved = resolve_config(config, keys)
+        return [str(source) for task in resolved.tasks for source in task_sources(resolved, task)
+                if isinstance(source, str) and not (work / source).is_file()]
+    finally:
+        os.chdir(cwd)
+
+
 def argparse_like(flags: dict[str, list[str]]) -> object:
     from types import SimpleNamespace
 
@@ -233,6 +260,9 @@ def test_the_readme_commands_run_as_written(tmp_path: Path, shared_data: Path,
             continue
         if line.startswith(TRAINS_FOR_HOURS) and "--report-only" not in line:
             resolve_as_the_command_would(words)
+            missing = data_it_would_read(words, work)
+            assert not missing, (line, "reads files the README's steps before it do not "
+                                       "prepare", missing)
             resolved.append(line)
             continue
         if line.startswith(("python predict.py", "python -m mtdnn.export")) and \

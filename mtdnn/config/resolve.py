@@ -75,32 +75,63 @@ def packaged_configs() -> dict[str, Path]:
     return {path.stem: path for path in sorted(PACKAGED_CONFIGS.glob("*.yaml"))}
 
 
-def config_file(path: str | Path) -> Path:
-    """A run config file: ``path`` itself where it exists, else the packaged config of that
-    name (``demo_stage1``, or ``configs/demo_stage1.yaml`` as the clone used to hold it)."""
+def packaged_experiments() -> dict[str, Path]:
+    """The experiment configs shipped with the package (the repository's ``experiments/``,
+    installed as ``mtdnn.experiments``), by name."""
+    import importlib.resources
+
+    folder = Path(str(importlib.resources.files("mtdnn.experiments")))
+    return {path.stem: path for path in sorted(folder.glob("*.yaml"))}
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a YAML file's opening comment, however many lines it spans
+    (the comment's text up to its first full stop, or all of its prose), so that
+    ``--list-configs`` never cuts a description mid-sentence."""
+    import re
+
+    prose = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        words = line.lstrip("#").strip()
+        if line.startswith("#  ") or not words:  # an indented command, not prose
+            break
+        prose.append(words)
+    found = re.match(r"(.+?\.)(\s|$)", " ".join(prose))
+    return found.group(1) if found else " ".join(prose)
+
+
+def config_file(path: str | Path, kind: str = "run") -> Path:
+    """A config file: ``path`` itself where it exists, else the packaged config of that
+    name (a run config, ``demo_stage1``, or ``configs/demo_stage1.yaml`` as the clone used
+    to hold it; an experiment, ``kind="experiment"``: ``demo`` or ``experiments/demo.yaml``).
+    A name that is both a file here and a packaged config is an error naming both."""
     given = Path(path)
-    packaged = packaged_configs()
+    packaged, folder = ((packaged_experiments(), "experiments") if kind == "experiment"
+                        else (packaged_configs(), "configs"))
     local = [given.with_name(given.name + suffix) for suffix in (".yaml", ".yml")
              if not given.suffix and given.with_name(given.name + suffix).is_file()]
     if given.exists():
         return given
     name = given.stem if given.suffix in (".yaml", ".yml") else given.name
-    if name in packaged and (given.parent == Path(".") or given.parent.name == "configs"):
+    if name in packaged and (given.parent == Path(".") or given.parent.name == folder):
         if local:
             raise MtdnnError(
-                f"'{path}' names both the file {local[0]} here and the packaged config "
-                f"{name} ({packaged[name]})", file=path, key="--config",
+                f"'{path}' names both the file {local[0]} here and the packaged {kind} "
+                f"config {name} ({packaged[name]})", file=path, key="--config",
                 allowed=f"--config {local[0]} for the file, or --config {packaged[name]} "
                         "for the packaged one")
         return packaged[name]
     if local:
         return local[0]
+    command = "mtdnn-experiment" if kind == "experiment" else "mtdnn-train"
     raise MtdnnError(
-        "no such config file, and no packaged config of that name",
+        f"no such config file, and no packaged {kind} config of that name",
         file=path,
         allowed="a YAML file, or a packaged config: "
         + ", ".join(packaged)
-        + " (mtdnn-train --list-configs)",
+        + f" ({command} --list-configs)",
     )
 
 

@@ -26,7 +26,10 @@ from mtdnn.files import make_output_dir
 
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("mtdnn.experiment", __doc__)
-    parser.add_argument("--config", help="experiment YAML (experiments/*.yaml)")
+    parser.add_argument("--config", help="experiment YAML, or the name of a packaged one "
+                                         "(--list-configs), e.g. demo")
+    parser.add_argument("--list-configs", action="store_true",
+                        help="list the packaged experiments and exit")
     parser.add_argument("--report-only", action="store_true",
                         help="write the results files from the finished runs and print "
                              "what is left (runs and stages); train nothing")
@@ -65,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = parsed_with_logging(build_parser(), argv)
+    if args.list_configs:
+        print(list_experiments())
+        return
     config = load_experiment(args.config, [*args.overrides, *launcher_overrides(args)])
     # after the config is read: --help and a bad key answer before torch loads
     from mtdnn.analysis.agreement_runs import AgreementAnalysis
@@ -102,6 +108,16 @@ def main(argv: list[str] | None = None) -> None:
           f"results: {out / 'results.csv'}, {out / 'results.md'}, {out / 'results.png'}")
     print(work_left(config))
     print(input_status(config, sizes).summary())
+
+
+def list_experiments() -> str:
+    """The packaged experiments, each with the first sentence of its header comment."""
+    from mtdnn.config.resolve import first_sentence, packaged_experiments
+
+    found = packaged_experiments()
+    return "\n".join(f"{name:<24} {first_sentence(path.read_text())}"
+                     for name, path in found.items()) + \
+        f"\n(in {next(iter(found.values())).parent})"
 
 
 def launcher_overrides(args: argparse.Namespace) -> list[str]:

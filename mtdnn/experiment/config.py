@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtdnn.config.compatibility import with_current_names
-from mtdnn.config.resolve import apply_override, load_mapping, merged, resolve_config
+from mtdnn.config.resolve import (
+    apply_override,
+    config_file,
+    load_mapping,
+    merged,
+    resolve_config,
+)
 from mtdnn.config.schema import build
 from mtdnn.config.train_config import keys_marked
 from mtdnn.errors import MtdnnError
@@ -142,6 +148,7 @@ def flat(keys: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def load_experiment(path: str | Path | None, overrides: list[str]) -> ExperimentConfig:
     """Load the experiment YAML with ``key=value`` overrides; every arm's and stage's
     training keys are validated now, not in the tenth run."""
+    path = config_file(path, kind="experiment") if path is not None else None
     data = load_mapping(path)
     declared = copy.deepcopy(data.get("tasks"))  # what the file runs, before overrides narrow it
     for override in overrides:
