@@ -175,10 +175,10 @@ def cell(config: ExperimentConfig, found: list[dict], arm: str, other: str, labe
     task, metric, subset = column(label)
     a = seeded_values(found, arm, task, metric, subset)
     b = seeded_values(found, other, task, metric, subset)
-    if not a or not b:
-        return Tested(f"{label}: {theirs:+.1f} → not run", "untested")
     runs = {name: (len(values), len(cells_of(config, name, task, subset)))
             for name, values in ((arm, a), (other, b))}
+    if (not a or not b) and not all(planned for _, planned in runs.values()):
+        return Tested(f"{label}: {theirs:+.1f} → not run", "untested")
     short = [f"{name} {n} of {planned} runs" for name, (n, planned) in runs.items()
              if n < planned]
     if short:
