@@ -67,3 +67,13 @@ def test_probe_reads_a_task_defined_inline_in_the_run_config(tmp_path: Path,
                        "--epsilon", "1e-3", "batch_size=4"])
     assert "SMART probe: task sentiment" in printed.getvalue()
     assert sum(line.startswith("| 0.001") for line in printed.getvalue().splitlines()) == 1
+
+
+def test_the_probe_batches_as_its_config_says(tmp_path: Path) -> None:
+    from mtdnn.analysis.smart_probe import probe_config
+
+    config = tmp_path / "run.yaml"
+    config.write_text("tasks: [rte]\nbatch_size: 48\n")
+    assert probe_config(str(config), "rte", []).batch_size == 48  # the config's own
+    assert probe_config(str(config), "rte", ["batch_size=8"]).batch_size == 8
+    assert probe_config(None, "rte", []).batch_size == 16  # no config: quick batches

@@ -160,11 +160,15 @@ def probe_config(path: str | None, task: str, overrides: list[str]) -> TrainConf
     """The run config with its tasks narrowed to ``task``, as training reads them: a task
     the config defines (its files, columns, inline definition) keeps its entry; another
     is looked up in the task definitions."""
-    config = resolve_config(path, ["batch_size=16", *overrides]) if path or any(
+    # a probe without a config takes batches of 16 (quick); a config's own batch size, or
+    # one given on the command line, is the probe's
+    batch = [] if path or any(o.startswith("batch_size=") for o in overrides) \
+        else ["batch_size=16"]
+    config = resolve_config(path, [*batch, *overrides]) if path or any(
         o.startswith("tasks") for o in overrides) else None
     if config is not None and task in config.tasks:
         return dataclasses.replace(config, tasks={task: config.tasks[task]})
-    return resolve_config(path, [f"tasks=[{task}]", "batch_size=16", *overrides])
+    return resolve_config(path, [f"tasks=[{task}]", *batch, *overrides])
 
 
 def main(argv: list[str] | None = None) -> None:
