@@ -379,6 +379,15 @@ CASES = [
     Case("CLI argument", "predict input without the task's fields", "predict",
          lambda t, c: predict_args(t, c, text='{"uid": "a", "premise": "P."}\n'),
          "input.jsonl:1: task 'rte': field 'sentence1' is missing or empty"),
+    Case("CLI argument", "a raw GLUE test.tsv as a GLUE submission without its index column",
+         "predict",
+         lambda t, c: ["--checkpoint", c["checkpoint"], "--task", "rte", "--input",
+                       str(write(t / "test.tsv", "index\tsentence1\tsentence2\n"
+                                                 "0\tA man sleeps.\tA person sleeps.\n")),
+                       "--output", str(t / "rte.tsv"), "--format", "glue", "--no-progress"],
+         "test.tsv:2: uid 'row2' does not end in a GLUE index (allowed: uids written by "
+         "data_prep (e.g. rte-test-17), or a GLUE test.tsv read with --columns '{uid: "
+         "index}')"),
     Case("CLI argument", "predict input with a label the checkpoint does not know", "predict",
          lambda t, c: predict_args(t, c, text=GOOD_EXAMPLE.replace("entailment", "maybe")),
          "input.jsonl:1: task 'rte': label 'maybe' is not one of the task's labels"),

@@ -99,6 +99,9 @@ def test_a_run_on_a_csv_with_an_inline_task_definition(tmp_path: Path,
     assert set(summary["best"]["metrics"]) == {"reviews"}
     saved = (tmp_path / "run" / "best" / "task_defs.yaml").read_text()
     assert "reviews:" in saved and "neg" in saved
+    # the data lines name the user's CSV, not its converted copy in the cache
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert f"reviews: {data}, 16 examples" in log and "cache/sources" not in log
 
     with pytest.raises(MtdnnError, match="task 'rte' is already defined"):
         train({"tasks": {"rte": {"definition": definition}}}, encoder=str(tiny_encoder_dir))

@@ -77,11 +77,21 @@ def canonical_path(source: Source, task: TaskDef, columns: dict[str, str],
                                      task.inputs, task.labels, require_labels]
                                     ).encode()).hexdigest()[:20]
     target = cache_dir / "sources" / f"{task.name}-{key}.jsonl"
+    shown = target.with_suffix(".source")  # what logs and errors call the cached copy
+    if not shown.is_file():
+        atomic_write_text(shown, opened.name)
     if not target.is_file():
         lines = (json.dumps(example, ensure_ascii=False) + "\n"
                  for example in canonical_rows(opened, task, columns, require_labels))
         atomic_write_text(target, "".join(lines))
     return target
+
+
+def shown_name(path: str | Path) -> str:
+    """What a canonical file is called in logs and errors: the user's own file (its CSV,
+    Parquet file or dataset split) when it is a converted copy in the cache, else itself."""
+    shown = Path(path).with_suffix(".source")
+    return shown.read_text(encoding="utf-8") if shown.is_file() else str(path)
 
 
 def task_sources(config: TrainConfig, task: str) -> tuple[Source, Source | None]:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import torch
 
-from mtdnn.data.sources import TaskFiles
+from mtdnn.data.sources import TaskFiles, shown_name
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, read_jsonl, sha256_of
 from mtdnn.tasks.rows import Origin, validate_row
@@ -235,7 +235,7 @@ def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
             {"source": str(path), "rows": len(dataset), "num_truncated": num_truncated}))
     dataset = datasets.load_from_disk(str(cached))
     if num_truncated:
-        log.info("%s: %d of %d examples truncated to %d tokens", path, num_truncated,
+        log.info("%s: %d of %d examples truncated to %d tokens", shown_name(path), num_truncated,
                  len(dataset), max_seq_len)
     return TaskSplit(task, path, dataset, num_truncated, from_cache=False)
 
@@ -289,7 +289,8 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
                       for path in files[name]]
         for split in (train, dev):
             if split is not None:
-                log.info("%s: %s, %d examples, %d truncated%s", name, split.path, len(split),
+                log.info("%s: %s, %d examples, %d truncated%s", name, shown_name(split.path),
+                         len(split),
                          split.num_truncated, " (cached)" if split.from_cache else "")
         limit = config.max_eval_examples
         if dev is not None and limit is not None and len(dev) > limit:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mtdnn.data.sources import shown_name
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.tasks.task_def import TaskDef
@@ -29,11 +30,16 @@ def prediction_records(task: TaskDef, uids: list[str], predicted: np.ndarray
 
 
 def glue_index(uid: str, path: str, line: int) -> str:
-    """The GLUE test index at the end of a uid like ``rte-test-17``."""
+    """The GLUE test index at the end of a uid like ``rte-test-17``; ``path`` names the
+    input (the user's own file, not a converted copy of it)."""
     index = uid.rsplit("-", 1)[-1]
     if not index.isdigit():
-        raise MtdnnError(f"uid {uid!r} does not end in a GLUE index", file=path, line=line,
-                         allowed="uids written by data_prep, e.g. rte-test-17")
+        shown = shown_name(path)
+        if shown != str(path) and uid.startswith("row") and uid[3:].isdigit():
+            line = int(uid[3:])  # a converted file's uid names the line of the user's file
+        raise MtdnnError(f"uid {uid!r} does not end in a GLUE index", file=shown,
+                         line=line, allowed="uids written by data_prep (e.g. rte-test-17), or "
+                                            "a GLUE test.tsv read with --columns '{uid: index}'")
     return index
 
 
