@@ -21,7 +21,7 @@ from mtdnn.errors import MtdnnError, is_disk_full
 from mtdnn.files import atomic_write_text, read_json, sha256_of, write_error
 from mtdnn.tasks.rows import Origin, validate_row
 from mtdnn.tasks.task_def import TaskDef
-from mtdnn.tasks.task_types import LabelError
+from mtdnn.tasks.task_type import LabelError
 
 MANIFEST = "manifest.json"
 

@@ -4,7 +4,7 @@
 bf16, else fp16; a CPU with AVX512-BF16 or AMX, or an Arm CPU with the BF16 extension) and
 fp32 elsewhere. On a CPU that only emulates bf16 it is slower than fp32, so auto does not
 pick it there. Losses, softmaxes and the SMART divergences are computed in fp32 whatever
-the precision (``mtdnn.tasks.task_types``, ``mtdnn.modeling.smart``).
+the precision (``mtdnn.tasks.types``, ``mtdnn.modeling.smart``).
 
 One rule protects SMART: a perturbation smaller than bf16's rounding of the embedding
 output is not a perturbation. bf16 keeps 8 significant bits, so after the embedding

@@ -15,7 +15,7 @@ from typing import Any
 
 from mtdnn.errors import MtdnnError
 from mtdnn.tasks.task_def import TaskDef
-from mtdnn.tasks.task_types import LabelError
+from mtdnn.tasks.task_type import LabelError
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from mtdnn.config.schema import build, load_yaml
 from mtdnn.errors import MtdnnError, did_you_mean
-from mtdnn.tasks.task_types import METRICS, TASK_TYPES, TaskType
+from mtdnn.tasks.task_type import METRICS, TaskType
+from mtdnn.tasks.types import TASK_TYPES
 
 # The shipped definitions, wherever the package is installed; "packaged" in a run
 # config's task_defs names them.
@@ -54,7 +55,7 @@ class TaskDef:
     """One task: its type, labels, input fields, metrics, head dropout and SMART overrides."""
 
     name: str
-    type: Literal["classification", "regression"]
+    type: str  # a registered task type (mtdnn.tasks.types): classification, regression
     inputs: tuple[str, ...]
     metrics: tuple[str, ...]
     labels: tuple[str, ...] = ()
@@ -143,6 +144,10 @@ def task_from_mapping(name: Any, spec: Any, source: str | Path | None,
         raise MtdnnError(f"task '{name}': expected a mapping, found {type(spec).__name__}",
                          file=source, key=prefix)
     kind = TASK_TYPES.get(spec.get("type"))
+    if "type" in spec and isinstance(spec["type"], str) and kind is None:
+        raise MtdnnError(f"unknown value {spec['type']!r}"
+                         f"{did_you_mean(spec['type'], list(TASK_TYPES))}", file=source,
+                         key=f"{prefix}.type", allowed=", ".join(TASK_TYPES))
     if "metrics" not in spec and kind is not None:  # e.g. accuracy for classification
         spec = {**spec, "metrics": list(kind.default_metrics)}
     task = build(TaskDef, {"name": name, **spec}, source=source, prefix=prefix,
