@@ -216,6 +216,43 @@ def test_one_killed_local_worker_resubmits_its_job_alone(prepared_data: Path,
     assert all((run / "result.json").is_file() for run in runs)
 
 
+def submitit_tasks(folder: Path) -> list[int]:
+    """The processes of submitit's local executor that run a job logging to ``folder``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"submitit.core._submit" in words and str(folder).encode() in b" ".join(words):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds jobs in /proc")
+def test_a_killed_submitit_job_is_retried_and_resumes(prepared_data: Path, tmp_path: Path,
+                                                      uninterrupted: dict) -> None:
+    """The Slurm launcher (submitit's local executor) submits a job that died again, up to
+    max_retries; it resumes from ``last`` to the uninterrupted run's metrics."""
+    config = killable_grid(tmp_path, prepared_data, "slurmkill")
+    run = tmp_path / "slurmkill/plain/rte/full/seed3"
+    launched = launch_and_wait_for_a_checkpoint(config, run, "--launcher", "slurm",
+                                                "launcher.slurm.cluster=local")
+    deadline = time.monotonic() + 60
+    while not (tasks := submitit_tasks(tmp_path / "slurmkill" / "slurm")):
+        assert time.monotonic() < deadline, "no submitit task found"
+        time.sleep(0.05)
+    os.kill(tasks[0], signal.SIGKILL)
+    killed_at = json.loads((run / "last" / "checkpoint.json").read_text())["step"]
+    launched.wait(timeout=900)
+    stderr = config.with_suffix(".log").read_text()
+    assert launched.returncode == 0, stderr[-3000:]
+    assert "its job died" in stderr and "submitted again (retry 1 of 3)" in stderr
+    assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
+                      killed_at)
+
+
 @pytest.mark.slow
 def test_a_grid_killed_mid_run_resumes_when_launched_again(
         prepared_data: Path, tmp_path: Path, uninterrupted: dict) -> None:

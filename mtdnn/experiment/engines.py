@@ -82,8 +82,9 @@ class LauncherConfig:
     # torch threads of each job; none: the CPUs given to a job (local: the machine's CPUs
     # shared among the jobs; slurm: cpus_per_task; ray: num_cpus)
     threads_per_job: int | None = field(default=None, metadata=_at_least_one())
-    # local: retries of a job whose worker process died (Slurm: slurm.max_requeues;
-    # Ray: ray.max_retries)
+    # local and Slurm: retries of a job that died (its worker process killed, out of memory,
+    # its node lost; a Slurm time limit or pre-emption is slurm.max_requeues); Ray:
+    # ray.max_retries
     max_retries: int = field(default=3, metadata={"check": (lambda v: v >= 0,
                                                              "a whole number >= 0")})
     slurm: SlurmResources = SlurmResources()
@@ -369,6 +370,7 @@ class SubmititEngine(LocalEngine):
         slurm = launcher.slurm
         check_slurm_reachable(slurm)
         self.fn, self.threads, self.submitit = fn, launcher.threads(), submitit
+        self.max_retries, self.retries = launcher.max_retries, {}
         self.executor = submitit.AutoExecutor(
             folder=str(log_dir), cluster=None if slurm.cluster == "auto" else slurm.cluster,
             slurm_max_num_timeout=slurm.max_requeues)
@@ -384,7 +386,21 @@ class SubmititEngine(LocalEngine):
         return self.executor.submit(Requeueable(self.fn), *job.args, None, self.threads)
 
     def resubmitted(self, handle: Any, job: Job) -> Any:
-        return None  # submitit requeues, Ray retries: the engine's own policy
+        """A job that died without an outcome (killed, out of memory, its node lost) is
+        submitted again, up to ``max_retries`` times; it resumes from its ``last``. A time
+        limit or a pre-emption is submitit's own requeue, not a retry."""
+        tries = self.retries.get(job, 0)
+        try:
+            handle.result()
+        except self.submitit.core.utils.UncompletedJobError:
+            if tries < self.max_retries:
+                self.retries[job] = tries + 1
+                log.warning("%s: its job died (%s); submitted again (retry %d of %d)",
+                            job.name, handle.state, tries + 1, self.max_retries)
+                return self.submit(job, None)
+        except Exception:  # noqa: BLE001 - the job's own error: reported by outcome()
+            pass
+        return None
 
     def ended(self, handles: list[Any]) -> Any:
         return [next(iter(self.submitit.helpers.as_completed(handles,
@@ -394,7 +410,8 @@ class SubmititEngine(LocalEngine):
         try:
             return Outcome(job, result=self.result(handle))
         except Exception as error:  # noqa: BLE001 - the engine re-raises the job's error
-            return Outcome(job, error=describe_error(error))
+            return Outcome(job, error=f"{describe_error(error)} (its log: "
+                                      f"{handle.paths.stderr})")
 
     def result(self, handle: Any) -> Any:
         return handle.result()
@@ -424,6 +441,15 @@ class RayEngine(SubmititEngine):
 
     def submit(self, job: Job, after: Any) -> Any:
         return self.task.remote(*job.args, after, self.threads)
+
+    def resubmitted(self, handle: Any, job: Job) -> Any:
+        return None  # Ray retries a task whose worker died itself (ray.max_retries)
+
+    def outcome(self, handle: Any, job: Job) -> Outcome:
+        try:
+            return Outcome(job, result=self.result(handle))
+        except Exception as error:  # noqa: BLE001 - the engine re-raises the job's error
+            return Outcome(job, error=describe_error(error))
 
     def ended(self, handles: list[Any]) -> Any:
         return self.ray.wait(handles, num_returns=1)[0]
