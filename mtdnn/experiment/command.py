@@ -121,7 +121,12 @@ def list_experiments() -> str:
 
 
 def launcher_overrides(args: argparse.Namespace) -> list[str]:
-    """The launcher flags as config overrides, validated as the config's keys are."""
+    """The launcher flags as config overrides; a flag's value that the config's key would
+    refuse is refused naming the flag the user typed."""
+    for flag, value in (("--jobs", args.jobs), ("--threads-per-job", args.threads_per_job)):
+        if value is not None and int(value) < 1:
+            raise MtdnnError(f"{flag} {value}: a job count and a thread count are at least 1",
+                             key=flag, allowed="a whole number >= 1")
     flags = {"launcher.kind": args.launcher, "launcher.jobs": args.jobs,
              "launcher.threads_per_job": args.threads_per_job}
     return [f"{key}={value}" for key, value in flags.items() if value is not None]
