@@ -214,9 +214,9 @@ def stop_with_launcher(launcher: int, every: float = 1.0) -> None:
 
 
 class LocalEngine:
-    """Up to ``jobs`` jobs at once, each in a worker process of its own, started fresh (not
-    forked from this one): a worker that dies takes only its own job with it, and only
-    that job is submitted again and spends a retry."""
+    """Up to ``jobs`` jobs at once, each slot a worker process of its own, started fresh (not
+    forked from this one) and reused by the slot's next job: a worker that dies takes only
+    its own job with it, and only that job is submitted again and spends a retry."""
 
     orders_itself = False
 
@@ -227,7 +227,8 @@ class LocalEngine:
         self.max_retries, self.retries = launcher.max_retries, {}
         self.lock = threading.Lock()
         self.queued: list[tuple[Any, Job]] = []
-        self.active: dict[Any, Any] = {}  # handle -> the pool of its one worker
+        self.slots: list[Any] = [None] * self.workers  # each slot's one-worker pool
+        self.active: dict[Any, int] = {}  # handle -> the slot running it
 
     def submit(self, job: Job, after: Any) -> Any:
         from concurrent.futures import Future
@@ -239,29 +240,41 @@ class LocalEngine:
         return handle
 
     def start_ready(self) -> None:
-        """Start queued jobs while fewer than ``jobs`` run."""
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
+        """Start queued jobs in the free slots."""
         while True:
             with self.lock:
-                if len(self.active) >= self.workers or not self.queued:
+                free = [i for i in range(self.workers) if i not in self.active.values()]
+                if not free or not self.queued:
                     return
                 handle, job = self.queued.pop(0)
-                pool = ProcessPoolExecutor(max_workers=1,
-                                           mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=stop_with_launcher,
-                                           initargs=(os.getpid(),))
-                self.active[handle] = pool
+                slot = free[0]
+                if self.slots[slot] is None:
+                    self.slots[slot] = self.new_pool()
+                self.active[handle] = slot
+                pool = self.slots[slot]
             work = pool.submit(self.fn, *job.args, None, self.threads)
             work.add_done_callback(lambda done, handle=handle: self.finished(handle, done))
 
+    def new_pool(self) -> Any:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=stop_with_launcher, initargs=(os.getpid(),))
+
     def finished(self, handle: Any, done: Any) -> None:
-        """A worker's job ended (or its process died): hand the outcome on, free its slot."""
-        with self.lock:
-            pool = self.active.pop(handle)
-        pool.shutdown(wait=False)
+        """A slot's job ended (or its worker died: the slot gets a fresh worker next); hand
+        the outcome on and start the next job."""
+        from concurrent.futures.process import BrokenProcessPool
+
         error = done.exception()
+        with self.lock:
+            slot = self.active.pop(handle)
+            broken = self.slots[slot] if isinstance(error, BrokenProcessPool) else None
+            if broken is not None:
+                self.slots[slot] = None
+        if broken is not None:
+            broken.shutdown(wait=False)
         if error is not None:
             handle.set_exception(error)
         else:
@@ -294,7 +307,7 @@ class LocalEngine:
     def close(self) -> None:
         with self.lock:
             self.queued.clear()
-            pools = list(self.active.values())
+            pools = [pool for pool in self.slots if pool is not None]
         for pool in pools:
             pool.shutdown(wait=True, cancel_futures=True)
 
