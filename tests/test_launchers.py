@@ -315,7 +315,8 @@ def test_a_slurm_job_at_its_time_limit_is_requeued_with_the_same_call() -> None:
 def test_a_missing_engine_names_its_extra(kind: str, message: str, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from mtdnn.errors import MtdnnError
-    from mtdnn.experiment.engines import Job, LauncherConfig, run_jobs
+    from mtdnn.experiment.config import LauncherConfig
+    from mtdnn.experiment.engines import Job, run_jobs
 
     monkeypatch.setitem(sys.modules, "ray" if kind == "ray" else "submitit", None)
     with pytest.raises(MtdnnError, match=message.replace("[", r"\[").replace("]", r"\]")):

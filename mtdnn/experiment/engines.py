@@ -31,78 +31,14 @@ import logging
 import os
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mtdnn.errors import MtdnnError
+from mtdnn.experiment.config import LauncherConfig, SlurmResources
 
 log = logging.getLogger(__name__)
-
-
-def _at_least_one() -> dict:
-    return {"check": (lambda v: v >= 1, "a whole number >= 1")}
-
-
-@dataclass(frozen=True)
-class SlurmResources:
-    """What each Slurm job asks for (``submitit`` parameters)."""
-
-    partition: str | None = None
-    time_min: int = 240  # the job's time limit; a job cut off by it is requeued
-    # none: the launcher's threads_per_job (--threads-per-job), else 4
-    cpus_per_task: int | None = None
-    gpus_per_node: int = 0
-    mem_gb: int = 16
-    # auto: Slurm where sbatch is found, else an error; local: local processes through
-    # submitit's local executor (to try a Slurm grid on one machine)
-    cluster: Literal["auto", "slurm", "local"] = "auto"
-    extra: dict[str, Any] = field(default_factory=dict)  # other sbatch options, e.g. qos
-    max_requeues: int = 3  # after a time limit or a pre-emption
-
-
-@dataclass(frozen=True)
-class RayResources:
-    """What each Ray task asks for, and which cluster to join."""
-
-    address: str | None = None  # e.g. "auto" or "ray://head:10001"; none: a local cluster
-    num_cpus: float = 1
-    num_gpus: float = 0
-    memory_gb: float | None = None
-    max_retries: int = 3  # retries of a task whose worker died
-
-
-@dataclass(frozen=True)
-class LauncherConfig:
-    """Where jobs run (``launcher:`` in an experiment YAML; ``--launcher``, ``--jobs`` and
-    ``--threads-per-job`` on the command line)."""
-
-    kind: Literal["local", "slurm", "ray"] = "local"
-    jobs: int = field(default=1, metadata=_at_least_one())  # local: jobs at once
-    # torch threads of each job; none: the CPUs given to a job (local: the machine's CPUs
-    # shared among the jobs; slurm: cpus_per_task; ray: num_cpus)
-    threads_per_job: int | None = field(default=None, metadata=_at_least_one())
-    # local and Slurm: retries of a job that died (its worker process killed, out of memory,
-    # its node lost; a Slurm time limit or pre-emption is slurm.max_requeues); Ray:
-    # ray.max_retries
-    max_retries: int = field(default=3, metadata={"check": (lambda v: v >= 0,
-                                                             "a whole number >= 0")})
-    slurm: SlurmResources = SlurmResources()
-    ray: RayResources = RayResources()
-
-    def slurm_cpus(self) -> int:
-        """The CPUs each Slurm job asks for: ``slurm.cpus_per_task``, else the threads each
-        job is to use, else 4."""
-        return self.slurm.cpus_per_task or self.threads_per_job or 4
-
-    def threads(self) -> int:
-        if self.threads_per_job:
-            return self.threads_per_job
-        if self.kind == "slurm":
-            return self.slurm_cpus()
-        if self.kind == "ray":
-            return max(1, int(self.ray.num_cpus))
-        return max(1, (os.cpu_count() or 1) // self.jobs)
 
 
 @dataclass(frozen=True, eq=False)  # each job is itself (its arguments need not hash)
