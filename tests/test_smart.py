@@ -15,12 +15,11 @@ from mtdnn.modeling.smart import (
     bregman_loss,
     rng_replayer,
     scaled_beta,
-    squared_error,
-    symmetric_kl,
     teacher_beta,
     teacher_start_share,
     without_parameter_grads,
 )
+from mtdnn.tasks.divergences import squared_error, symmetric_kl
 from mtdnn.tasks.task_def import load_task_defs
 
 TASKS = load_task_defs()

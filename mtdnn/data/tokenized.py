@@ -30,6 +30,7 @@ from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, read_jsonl, sha256_of
 from mtdnn.tasks.rows import Origin, validate_row
 from mtdnn.tasks.task_def import TaskDef
+from mtdnn.tasks.task_type import RowError, TaskType, pad_tokens
 
 if TYPE_CHECKING:
     from mtdnn.config.train_config import TrainConfig
@@ -69,10 +70,11 @@ def _read_columns_fast(path: Path, task: TaskDef, require_labels: bool
 
 def _arrow_columns(table: pa.Table, task: TaskDef, require_labels: bool
                    ) -> dict[str, list] | None:
-    if len(table) == 0 or any(name not in table.column_names for name in ("uid", *task.inputs)):
+    fields = ("uid", *task.inputs, *task.task_type.extra_fields)
+    if len(table) == 0 or any(name not in table.column_names for name in fields):
         return None
     columns: dict[str, list] = {}
-    for name in ("uid", *task.inputs):
+    for name in fields:
         column = table.column(name)
         if not pa.types.is_string(column.type) or column.null_count:
             return None
@@ -91,15 +93,34 @@ def _arrow_columns(table: pa.Table, task: TaskDef, require_labels: bool
 
 
 def read_examples(path: Path, task: TaskDef, require_labels: bool) -> dict[str, list]:
-    """Columns of a canonical JSONL file, validated against the task; errors name the line."""
+    """Columns of a canonical JSONL file, validated against the task (each row, then across
+    rows, e.g. a ranking task's groups); errors name the line."""
     fast = _read_columns_fast(path, task, require_labels)
     if fast is not None:
-        return fast
-    columns: dict[str, list] = {"uid": [], **{name: [] for name in task.inputs}, "labels": []}
+        try:
+            task.task_type.check_columns(task, fast)
+            return fast
+        except RowError:
+            pass  # read again line by line: the error then names the file's line
+    columns, lines = _read_lines(path, task, require_labels)
+    try:
+        task.task_type.check_columns(task, columns)
+    except RowError as error:
+        raise MtdnnError(f"task '{task.name}': {error.problem}", file=path,
+                         line=lines[error.index], allowed=error.allowed) from None
+    return columns
+
+
+def _read_lines(path: Path, task: TaskDef, require_labels: bool
+                ) -> tuple[dict[str, list], list[int]]:
+    fields = (*task.inputs, *task.task_type.extra_fields)
+    columns: dict[str, list] = {"uid": [], **{name: [] for name in fields}, "labels": []}
+    lines = []
     for line, obj in read_jsonl(path):
         label = validate_row(task, obj, Origin(str(path), line=line), require_labels)
-        for name in task.inputs:
+        for name in fields:
             columns[name].append(obj[name])
+        lines.append(line)
         columns["uid"].append(str(obj.get("uid", f"{path.stem}-{line}")))
         if label is not None:
             columns["labels"].append(label)
@@ -111,7 +132,7 @@ def read_examples(path: Path, task: TaskDef, require_labels: bool) -> dict[str, 
     elif len(columns["labels"]) != len(columns["uid"]):
         raise MtdnnError(f"task '{task.name}': some examples have labels and some do not",
                          file=path, allowed="labels on all examples or on none")
-    return columns
+    return columns, lines
 
 
 _FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -145,39 +166,13 @@ def _fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(f"{type(tokenizer).__name__}\n{text}".encode()).hexdigest()
 
 
-TOKENIZE_CHUNK = 1000  # examples per tokenizer call
-
-
 def _tokenize(columns: dict[str, list], task: TaskDef, tokenizer: Any,
               max_seq_len: int) -> tuple[dict[str, list], int]:
-    out: dict[str, list] = {"input_ids": [], "token_type_ids": []}
-    truncated = 0
-    for start in range(0, len(columns["uid"]), TOKENIZE_CHUNK):
-        texts = [columns[name][start:start + TOKENIZE_CHUNK] for name in task.inputs]
-        # No attention mask: stored rows have no padding, so the collator derives it.
-        encoded = tokenizer(*texts, truncation=True, max_length=max_seq_len,
-                            return_attention_mask=False)
-        # Only an example that fills max_seq_len can have been cut: re-encode those few in
-        # full to count them (cheaper than asking every example for its overflow).
-        full = [i for i, ids in enumerate(encoded["input_ids"]) if len(ids) == max_seq_len]
-        if full:
-            whole = tokenizer(*[[t[i] for i in full] for t in texts],
-                              return_attention_mask=False, return_token_type_ids=False)
-            truncated += sum(len(ids) > max_seq_len for ids in whole["input_ids"])
-        for key in out:
-            if key in encoded:
-                out[key].extend(encoded[key])
-    out = {key: values for key, values in out.items() if values}
-    out["uid"] = columns["uid"]
-    if "labels" in columns:
-        out["labels"] = columns["labels"]
-    return out, truncated
+    return task.task_type.featurize(task, columns, tokenizer, max_seq_len)
 
 
-def _to_dataset(columns: dict[str, list]) -> datasets.Dataset:
-    """Token ids as int32 and segment ids as int8: a smaller cache, built faster than from
-    Python's int64 guesses."""
-    types = {"input_ids": pa.list_(pa.int32()), "token_type_ids": pa.list_(pa.int8())}
+def _to_dataset(columns: dict[str, list], task: TaskDef) -> datasets.Dataset:
+    types = task.task_type.arrow_types()
     return datasets.Dataset(pa.table({key: pa.array(values, type=types.get(key))
                                       for key, values in columns.items()}))
 
@@ -205,7 +200,7 @@ def tokenize_examples(columns: dict[str, list], task: TaskDef, tokenizer: Any,
                       max_seq_len: int, path: Path = Path("<memory>")) -> TaskSplit:
     """Tokenize examples given as columns (``uid``, the task's inputs[, ``labels``])."""
     tokenized, num_truncated = _tokenize(columns, task, tokenizer, max_seq_len)
-    return TaskSplit(task, path, _to_dataset(tokenized), num_truncated, False)
+    return TaskSplit(task, path, _to_dataset(tokenized, task), num_truncated, False)
 
 
 def _check_exists(path: Path, task: TaskDef) -> None:
@@ -220,7 +215,8 @@ def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
     _check_exists(path, task)
     key = hashlib.sha256(json.dumps([
         CACHE_FORMAT, sha256_of(path), tokenizer_fingerprint(tokenizer), max_seq_len,
-        task.type, task.inputs, task.labels, require_labels]).encode()).hexdigest()[:20]
+        task.type, task.inputs, task.labels, require_labels,
+        *([task.options] if task.options else [])]).encode()).hexdigest()[:20]
     cached = cache_dir / f"{task.name}-{path.stem}-{key}"
     if (cached / "mtdnn_meta.json").is_file():
         meta = json.loads((cached / "mtdnn_meta.json").read_text())
@@ -228,7 +224,7 @@ def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
         return TaskSplit(task, path, dataset, meta["num_truncated"], from_cache=True)
     columns, num_truncated = _tokenize(read_examples(path, task, require_labels), task,
                                        tokenizer, max_seq_len)
-    dataset = _to_dataset(columns)
+    dataset = _to_dataset(columns, task)
     with atomic_dir(cached) as tmp, _no_progress_bars():
         dataset.save_to_disk(str(tmp))
         (tmp / "mtdnn_meta.json").write_text(json.dumps(
@@ -241,24 +237,21 @@ def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
 
 
 class Collator:
-    """Pad a list of tokenized examples to the longest one in the batch."""
+    """Pad a list of tokenized examples of one task as its type pads them (labels too, -100
+    where a label is absent); without a type, only the token ids and the attention mask."""
 
-    def __init__(self, pad_token_id: int, target_dtype: torch.dtype | None = None) -> None:
+    def __init__(self, pad_token_id: int, task_type: TaskType | None = None) -> None:
         self.pad_token_id = pad_token_id
-        self.target_dtype = target_dtype
+        self.task_type = task_type
 
     def __call__(self, rows: dict[str, list]) -> dict[str, torch.Tensor]:
-        ids = rows["input_ids"]
-        lengths = torch.tensor([len(x) for x in ids])
-        width = int(lengths.max())
-        batch = {"attention_mask": (torch.arange(width) < lengths[:, None]).long()}
-        for key, pad in (("input_ids", self.pad_token_id), ("token_type_ids", 0)):
-            if key in rows:
-                batch[key] = torch.tensor([x + [pad] * (width - len(x)) for x in rows[key]],
-                                          dtype=torch.long)
-        if "labels" in rows and self.target_dtype is not None:
-            batch["labels"] = torch.tensor(rows["labels"], dtype=self.target_dtype)
-        return batch
+        if self.task_type is None:
+            return pad_tokens(rows, self.pad_token_id)
+        return self.task_type.collate(rows, self.pad_token_id)
+
+    def of(self, task: TaskDef) -> Collator:
+        """This padding, for ``task``'s type."""
+        return Collator(self.pad_token_id, task.task_type)
 
 
 def get_batch(split: TaskSplit, indices: np.ndarray, collator: Collator) -> dict[str, torch.Tensor]:
@@ -284,7 +277,7 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
     log.info("data cache: %s", cache)
     data = {}
     for name, task in tasks.items():
-        collator = Collator(tokenizer.pad_token_id, getattr(torch, task.task_type.target_dtype))
+        collator = Collator(tokenizer.pad_token_id, task.task_type)
         train, dev = [path and load_split(path, task, tokenizer, config.max_seq_len, cache)
                       for path in files[name]]
         for split in (train, dev):

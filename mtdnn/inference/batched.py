@@ -1,4 +1,4 @@
-"""Batched inference: head outputs → probabilities / scores, and dev metrics.
+"""Batched inference: head outputs → each task type's predictions, and dev metrics.
 
 Examples are run in order of length so each batch pads little, then put back in file
 order. Runs under ``torch.inference_mode()``.
@@ -13,9 +13,8 @@ import numpy as np
 import torch
 
 from mtdnn.data.tokenized import Collator, TaskSplit, TaskSplits, get_batch
-from mtdnn.modeling.model import MultiTaskModel
+from mtdnn.modeling.model import ENCODER_INPUTS, MultiTaskModel
 from mtdnn.modeling.precision import autocast_context
-from mtdnn.tasks.metrics import compute_metrics, mean_entropy
 from mtdnn.tasks.task_def import TaskDef
 
 
@@ -23,39 +22,41 @@ from mtdnn.tasks.task_def import TaskDef
 def predict_heads(model: MultiTaskModel, split: TaskSplit, collator: Collator,
                   batch_size: int, device: torch.device, amp_dtype: torch.dtype | None = None,
                   on_batch: Callable[[int], None] | None = None,
-                  tasks: list[TaskDef] | None = None) -> dict[str, np.ndarray]:
-    """Each of ``tasks``' (default: the split's task) class probabilities ``[n, labels]`` or
-    scores ``[n]`` for every example of ``split``; the encoder runs once per batch and
-    every head reads its pooled output."""
+                  tasks: list[TaskDef] | None = None) -> dict[str, Any]:
+    """Each of ``tasks``' (default: the split's task) predictions for every example of
+    ``split``, as its type decodes them (class probabilities ``[n, labels]``, scores
+    ``[n]``, one tag distribution per word...); the encoder runs once per batch and every
+    head reads that pass."""
     was_training = model.training
     model.eval()
     tasks = tasks or [split.task]
-    lengths = np.array([len(ids) for ids in split.dataset["input_ids"]])
-    order = np.argsort(-lengths, kind="stable")
-    outputs: dict[str, list[np.ndarray]] = {task.name: [] for task in tasks}
+    kind = split.task.task_type
+    collate = collator.of(split.task)
+    order = np.argsort(-kind.lengths(split.dataset), kind="stable")
+    outputs: dict[str, list[Any]] = {task.name: [] for task in tasks}
     for start in range(0, len(order), batch_size):
         indices = order[start:start + batch_size]
-        batch = get_batch(split, indices, collator)
-        batch.pop("labels", None)
+        batch = {k: v.to(device) for k, v in get_batch(split, indices, collate).items()
+                 if k != "labels"}
+        encoder_inputs = {k: v for k, v in batch.items() if k in ENCODER_INPUTS}
+        extras = {k: v for k, v in batch.items() if k not in ENCODER_INPUTS}
         with autocast_context(device, amp_dtype):
-            pooled = model.pool(**{k: v.to(device) for k, v in batch.items()})
+            encoded = model.encode(**encoder_inputs)
             for task in tasks:
-                head = model.heads[task.name](pooled)
-                outputs[task.name].append(task.task_type.predict(head).float().cpu().numpy())
+                head = model.heads[task.name](encoded, **extras)
+                outputs[task.name].append(task.task_type.predict(head, batch))
         if on_batch is not None:
             on_batch(len(indices))
-    predictions = {}
-    for name, parts in outputs.items():
-        predictions[name] = np.empty_like(np.concatenate(parts))
-        predictions[name][order] = np.concatenate(parts)
+    predictions = {task.name: task.task_type.gather(outputs[task.name], order) for task in tasks}
     model.train(was_training)
     return predictions
 
 
 def predict_split(model: MultiTaskModel, split: TaskSplit, collator: Collator, batch_size: int,
                   device: torch.device, amp_dtype: torch.dtype | None = None,
-                  on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-    """Class probabilities ``[n, labels]`` or scores ``[n]`` for every example of ``split``."""
+                  on_batch: Callable[[int], None] | None = None) -> Any:
+    """The split's task's predictions for every example of ``split``
+    (:func:`predict_heads`)."""
     return predict_heads(model, split, collator, batch_size, device, amp_dtype,
                          on_batch)[split.task.name]
 
@@ -63,8 +64,8 @@ def predict_split(model: MultiTaskModel, split: TaskSplit, collator: Collator, b
 def evaluate_tasks(model: MultiTaskModel, data: dict[str, TaskSplits], batch_size: int,
                    device: torch.device, amp_dtype: torch.dtype | None = None
                    ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    """Every task's dev metrics, and the mean entropy of its dev predictions (classification
-    tasks: near ln(labels), the model barely commits)."""
+    """Every task's dev metrics, and the mean entropy of its dev predictions where its type
+    predicts distributions (near ln(labels), the model barely commits)."""
     metrics, entropy = {}, {}
     for task, splits in data.items():
         if splits.dev is None:
@@ -72,7 +73,7 @@ def evaluate_tasks(model: MultiTaskModel, data: dict[str, TaskSplits], batch_siz
         predicted = predict_split(model, splits.dev, splits.collator, batch_size, device,
                                   amp_dtype)
         metrics[task] = split_metrics(splits.dev, predicted)
-        if (value := mean_entropy(predicted)) is not None:
+        if (value := splits.dev.task.task_type.entropy(predicted)) is not None:
             entropy[task] = value
     return metrics, entropy
 
@@ -82,17 +83,16 @@ def task_groups(tasks: list[TaskDef], by_name: bool = True
     """The tasks grouped by the texts they read, in order of first appearance: each group
     shares one encoding of the input, and so one encoder pass per batch. Records (and
     files) name their fields, so tasks reading the same field names share; positional
-    examples (a text, a pair) are read by position, so tasks reading as many texts share.
+    examples (a text, a pair) are read by position, so tasks reading as many texts share;
+    only tasks whose types featurize alike (``TaskType.layout``) share an encoding.
     Each group is keyed by its first task's fields."""
     groups: dict[Any, list[TaskDef]] = {}
     for task in tasks:
-        groups.setdefault(tuple(task.inputs) if by_name else len(task.inputs), []).append(task)
+        fields = tuple(task.inputs) if by_name else len(task.inputs)
+        groups.setdefault((task.task_type.layout, fields), []).append(task)
     return {tuple(group[0].inputs): group for group in groups.values()}
 
 
-def split_metrics(split: TaskSplit, predicted: np.ndarray) -> dict[str, float]:
-    """The task's metrics of ``predicted`` (from :func:`mtdnn.inference.batched.predict_split`) on
-    a labelled split."""
-    decided = split.task.task_type.decide(predicted)
-    labels = np.asarray(split.dataset["labels"])
-    return compute_metrics(split.task.metrics, decided, labels)
+def split_metrics(split: TaskSplit, predicted: Any) -> dict[str, float]:
+    """The task's metrics of ``predicted`` (from :func:`predict_split`) on a labelled split."""
+    return split.task.task_type.score(split.task, predicted, split.dataset)

@@ -1,5 +1,6 @@
-"""Export a checkpoint for use elsewhere: one task as a plain Hugging Face sequence
-classifier, or every head with its task definitions and a model card.
+"""Export a checkpoint for use elsewhere: one task as a plain Hugging Face model of its
+type's class (a sequence or token classifier), or every head with its task definitions and
+a model card.
 
     python -m mtdnn.export --checkpoint RUN/best --task scitail --out DIR
     python -m mtdnn.export --checkpoint RUN/best --all-tasks --out DIR   # multi-head
@@ -10,7 +11,9 @@ model card (``README.md``: tasks, dev metrics, training data, caveats); ``Predic
 and ``mtdnn-predict --checkpoint DIR`` load it.
 
 A one-task folder loads with ``AutoModelForSequenceClassification.from_pretrained(DIR)`` and
-``pipeline("text-classification", model=DIR)``, with the task's label names. Where Hugging
+``pipeline("text-classification", model=DIR)`` (a token-labelling task: with
+``AutoModelForTokenClassification`` and ``pipeline("token-classification")``), with the
+task's label names. Where Hugging
 Face's own head for the encoder family is ours (dropout → linear on the pooler output: BERT
 and its relatives) it is that family's class; for any other family the folder carries
 mtdnn's head as code (``modeling_mtdnn.py``), loaded with ``trust_remote_code=True``. The
@@ -36,33 +39,45 @@ PROBES = (("A man is playing a guitar on stage.", "Someone is making music."),
           ("Cells divide.", "Mitosis is how a eukaryotic cell splits into two identical cells."))
 
 
-def sequence_classifier(model: MultiTaskModel, task_name: str, encoder_dir: Path
-                        ) -> PreTrainedModel:
-    """An ``AutoModelForSequenceClassification`` holding ``model``'s encoder and the head of
-    ``task_name``: the family's own class where its head is ours (dropout → linear on the
-    pooler output: BERT and its relatives), else the portable class shipped with the export
+def hf_model(model: MultiTaskModel, task_name: str, encoder_dir: Path) -> PreTrainedModel:
+    """A Hugging Face model of the task type's export class (``TaskType.auto_class``:
+    ``AutoModelForSequenceClassification``, ``AutoModelForTokenClassification``) holding
+    ``model``'s encoder and the head of ``task_name``: the family's own class where its head
+    is ours (dropout → linear on the pooler output, or on each token: BERT and its
+    relatives), else, for a sequence head, the portable class shipped with the export
     (:mod:`mtdnn.inference.portable.modeling_mtdnn`, loaded with ``trust_remote_code=True``)."""
+    import transformers
     from torch import nn
-    from transformers import AutoConfig, AutoModelForSequenceClassification
+    from transformers import AutoConfig
 
     from mtdnn.modeling.model import quiet_transformers
 
     task = model.tasks[task_name]
+    kind = task.task_type
     config = AutoConfig.from_pretrained(encoder_dir)
-    labels = {"num_labels": task.num_outputs, **task.task_type.labels.hf_config(task.labels)}
+    labels = kind.hf_labels(task)
     for key, value in labels.items():
         setattr(config, key, value)
     with quiet_transformers():
         try:
-            classifier = AutoModelForSequenceClassification.from_config(config)
-        except ValueError:  # a family without a sequence-classification class
-            classifier = None
-    head = getattr(classifier, "classifier", None)
-    base = getattr(classifier, "base_model", None)
-    if isinstance(head, nn.Linear) and getattr(base, "pooler", None) is not None:
-        base.load_state_dict(model.encoder_state())
+            exported = getattr(transformers, kind.auto_class).from_config(config)
+        except ValueError:  # a family without a class of that kind
+            exported = None
+    head = getattr(exported, "classifier", None)
+    base = getattr(exported, "base_model", None)
+    pooled = getattr(base, "pooler", None) is not None
+    if isinstance(head, nn.Linear) and (pooled or not kind.export_reads_pooler):
+        weights = model.encoder_state()
+        if not pooled:  # a token classifier's encoder has no pooler
+            weights = {k: v for k, v in weights.items() if not k.startswith("pooler.")}
+        base.load_state_dict(weights)
         head.load_state_dict(model.heads[task_name].proj.state_dict())
-        return classifier.eval()
+        return exported.eval()
+    if kind.auto_class != "AutoModelForSequenceClassification":
+        raise MtdnnError(f"a '{config.model_type}' encoder has no {kind.auto_class} whose "
+                         "head is dropout → linear", file=encoder_dir, key="--task",
+                         allowed="export every head (--all-tasks) and load it with "
+                                 "mtdnn.Predictor")
     return portable_classifier(model, task_name, config, labels)
 
 
@@ -131,7 +146,7 @@ def export_task(checkpoint: Path, task_name: str, out: Path, overwrite: bool = F
         raise MtdnnError(f"task '{task_name}' is not in this checkpoint", file=checkpoint,
                          key="--task", allowed=", ".join(model.tasks))
     encoder_dir = checkpoint / ENCODER_DIR
-    classifier = sequence_classifier(model, task_name, encoder_dir)
+    classifier = hf_model(model, task_name, encoder_dir)
     check_same_outputs(model, classifier, task_name, tokenizer, encoder_dir)
     card = model_card(checkpoint, task_name)
     with atomic_dir(out) as tmp, quiet_transformers():
@@ -200,12 +215,14 @@ def model_card(checkpoint: Path, task_name: str | None = None) -> str:
     info = read_info(checkpoint)
     config = load_yaml(checkpoint / CONFIG_FILE) or {}
     base = base_model(config.get("encoder"))
+    pipelines = list(dict.fromkeys(t.task_type.pipeline_tag for t in tasks.values()))
     front = ["---", f"library_name: {'transformers' if task_name else 'mtdnn'}",
              *([f"base_model: {base}"] if base else []),
-             "pipeline_tag: text-classification",
-             "tags: [mtdnn, multi-task, smart, text-classification]", "---", ""]
+             f"pipeline_tag: {pipelines[0]}",
+             f"tags: [mtdnn, multi-task, smart, {', '.join(pipelines)}]", "---", ""]
     if task_name is not None:
-        use = ("Load it with `transformers.AutoModelForSequenceClassification.from_pretrained"
+        auto_class = tasks[task_name].task_type.auto_class
+        use = (f"Load it with `transformers.{auto_class}.from_pretrained"
                "(this_folder)` (add `trust_remote_code=True` if the folder holds "
                "`modeling_mtdnn.py`), or `mtdnn.Predictor`'s export of the whole checkpoint.")
         title = f"# {task_name}: one head of an mtdnn model"
@@ -270,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="checkpoint folder written by train.py (e.g. runs/rte/best)")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--task", help="the task whose head is exported (a Hugging Face "
-                                      "sequence classifier)")
+                                      "sequence or token classifier, by its type)")
     which.add_argument("--all-tasks", action="store_true",
                        help="every head, with the task definitions and a model card")
     parser.add_argument("--out", type=Path, required=True,

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm.auto import tqdm
 
 from mtdnn.data.tokenized import tokenize_file
@@ -38,7 +37,6 @@ from mtdnn.inference.writers import (
     write_predictions,
 )
 from mtdnn.runs.checkpoint import load_checkpoint_tasks
-from mtdnn.tasks.metrics import compute_metrics
 from mtdnn.tasks.task_def import TaskDef
 
 Example = str | Sequence[str] | dict[str, str]
@@ -125,13 +123,10 @@ class Predictor:
         split = tokenize_examples(columns, tasks[0], self.tokenizer, self.max_seq_len)
         predicted = predict_heads(self.model, split, self.collator, self.batch_size,
                                   self.device, self.amp_dtype, tasks=tasks)
-        out = {}
-        for task in tasks:
-            decided = task.task_type.decide(predicted[task.name])
-            out[task.name] = [task.task_type.labels.record(label, values, task.labels)
-                              for label, values in zip(decided, predicted[task.name],
-                                                       strict=True)]
-        return out
+        return {task.name: [{k: v for k, v in record.items() if k != "uid"}
+                            for record in prediction_records(task, split.dataset,
+                                                             predicted[task.name])]
+                for task in tasks}
 
     def predict_file(self, source: Any, output: str | Path, tasks: Sequence[str] | str,
                      columns: dict[str, str] | None = None, fmt: str | None = None,
@@ -306,6 +301,12 @@ def shared_inputs(tasks: list[TaskDef]) -> None:
         raise MtdnnError(f"task '{odd[0].name}' reads {list(odd[0].inputs)}, task "
                          f"'{tasks[0].name}' reads {list(tasks[0].inputs)}", key="--task",
                          allowed="tasks with the same input fields in one call")
+    odd = [t for t in tasks if t.task_type.layout != tasks[0].task_type.layout]
+    if odd:
+        raise MtdnnError(f"task '{odd[0].name}' ({odd[0].type}) reads its examples otherwise "
+                         f"than task '{tasks[0].name}' ({tasks[0].type})", key="--task",
+                         allowed="tasks of types that read examples alike in one call "
+                                 "(classification, regression), or one call per task")
 
 
 def _predict_file(checkpoints: list[Any], names: list[str], input_path: Path,
@@ -316,7 +317,7 @@ def _predict_file(checkpoints: list[Any], names: list[str], input_path: Path,
     tasks = [checkpoint_task([getattr(c, "checkpoint", c) for c in checkpoints], name)
              for name in names]
     shared_inputs(tasks)
-    outputs: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    outputs: dict[str, list[Any]] = {name: [] for name in names}
     split = None
     started = time.perf_counter()
     for checkpoint in checkpoints:
@@ -332,20 +333,17 @@ def _predict_file(checkpoints: list[Any], names: list[str], input_path: Path,
             outputs[name].append(predicted[name])
     resolved = predictor.precision
     seconds = time.perf_counter() - started
-    predicted = {name: ensemble(found) for name, found in outputs.items()}
+    predicted = {task.name: ensemble(task, outputs[task.name]) for task in tasks}
     metrics = None
     if split.has_labels and len(tasks) == 1:
-        decided = tasks[0].task_type.decide(predicted[names[0]])
-        metrics = compute_metrics(tasks[0].metrics, decided,
-                                  np.asarray(split.dataset["labels"]))
-    per_task = {t.name: prediction_records(t, split.dataset["uid"], predicted[t.name])
-                for t in tasks}
+        metrics = tasks[0].task_type.score(tasks[0], predicted[names[0]], split.dataset)
+    per_task = {t.name: prediction_records(t, split.dataset, predicted[t.name]) for t in tasks}
     if len(tasks) == 1:
         records = per_task[names[0]]
     else:  # one object per example: its uid, then each task's prediction
         records = [{"uid": uid, **{name: {k: v for k, v in per_task[name][i].items()
                                           if k != "uid"} for name in names}}
-                   for i, uid in enumerate(split.dataset["uid"])]
+                   for i, uid in enumerate(r["uid"] for r in per_task[names[0]])]
     write_predictions(output_path, records, fmt, input_path)
     if metrics is not None:
         atomic_write_text(metrics_path(output_path),

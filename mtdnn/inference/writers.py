@@ -8,25 +8,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from mtdnn.data.sources import shown_name
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.tasks.task_def import TaskDef
 
 
-def ensemble(predictions: list[np.ndarray]) -> np.ndarray:
-    """Mean of class probabilities (classification) or of scores (regression)."""
-    return np.mean(np.stack(predictions), axis=0)
+def ensemble(task: TaskDef, predictions: list[Any]) -> Any:
+    """The mean of several models' predictions, as the task's type averages them (class
+    probabilities, scores)."""
+    return task.task_type.ensemble(predictions)
 
 
-def prediction_records(task: TaskDef, uids: list[str], predicted: np.ndarray
-                       ) -> list[dict[str, Any]]:
-    """One output object per example: uid, predicted label (or score), probabilities."""
-    decided = task.task_type.decide(predicted)
-    return [{"uid": uid, **task.task_type.labels.record(label, probs, task.labels)}
-            for uid, label, probs in zip(uids, decided, predicted, strict=True)]
+def prediction_records(task: TaskDef, dataset: Any, predicted: Any) -> list[dict[str, Any]]:
+    """One output object per example: uid, then the prediction as the task's type writes it
+    (a label and its probabilities, a score, entities...)."""
+    return task.task_type.records(task, predicted, dataset)
 
 
 def glue_index(uid: str, path: str, line: int) -> str:
@@ -67,6 +64,8 @@ def csv_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row.update({f"{prefix}p({label})": p for label, p in value.items()})
             elif isinstance(value, dict):
                 row.update(flat(value, f"{key}."))
+            elif isinstance(value, list):  # tags, entities: one JSON cell
+                row[f"{prefix}{key}"] = json.dumps(value, ensure_ascii=False)
             else:
                 row[f"{prefix}{key}"] = value
         return row
@@ -79,6 +78,10 @@ def write_predictions(path: Path, records: list[dict[str, Any]], fmt: str,
     """JSON lines, CSV (:func:`csv_rows`), or a GLUE submission TSV
     (``index<TAB>prediction``), written atomically."""
     if fmt == "glue":
+        if records and "prediction" not in records[0]:
+            raise MtdnnError("these predictions have no single 'prediction' per example to "
+                             "write in a GLUE submission file", file=path, key="--format",
+                             allowed="--format jsonl or csv")
         rows = [f"{glue_index(r['uid'], str(source), n)}\t{r['prediction']}"
                 for n, r in enumerate(records, start=1)]
         text = "index\tprediction\n" + "".join(row + "\n" for row in rows)

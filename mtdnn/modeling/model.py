@@ -1,9 +1,10 @@
 """One shared Hugging Face encoder with one head per task.
 
-A head is MT-DNN's: dropout, then a linear layer on the pooled first-token representation
-(the encoder's pooler output where it has one, as BERT does; the first token's hidden
-state otherwise). Its width comes from the task type table: one logit per label for
-classification, one score for regression.
+Each head is its task type's (``TaskType.head``): MT-DNN's dropout and linear layer on
+what the type reads of the encoder's output, the pooled first-token representation (the
+encoder's pooler output where it has one, as BERT does; the first token's hidden state
+otherwise) or every token's hidden state. The encoder runs once per batch; every head
+reads that one pass (:class:`mtdnn.tasks.heads.Encoded`).
 """
 
 from __future__ import annotations
@@ -21,19 +22,12 @@ from transformers.utils import logging as hf_logging
 
 from mtdnn.config.train_config import PACKAGED_ENCODER, TrainConfig
 from mtdnn.errors import MtdnnError
+from mtdnn.tasks.heads import Encoded
 from mtdnn.tasks.task_def import TaskDef
 
-
-class TaskHead(nn.Module):
-    """Dropout → linear, on the pooled representation."""
-
-    def __init__(self, hidden_size: int, task: TaskDef) -> None:
-        super().__init__()
-        self.dropout = nn.Dropout(task.dropout)
-        self.proj = nn.Linear(hidden_size, task.num_outputs)
-
-    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.dropout(pooled))
+# What a batch holds for the encoder; anything else in it is for the heads (a ranking
+# batch's candidate mask).
+ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "inputs_embeds")
 
 
 class MultiTaskModel(nn.Module):
@@ -48,7 +42,8 @@ class MultiTaskModel(nn.Module):
         self.encoder = encoder
         self.tasks = dict(tasks)
         hidden = encoder.config.hidden_size
-        self.heads = nn.ModuleDict({name: TaskHead(hidden, task) for name, task in tasks.items()})
+        self.heads = nn.ModuleDict({name: task.task_type.head(hidden, task)
+                                    for name, task in tasks.items()})
 
     def freeze_encoder(self, frozen: bool) -> None:
         """Hold the shared encoder's weights (only the heads train) or release them."""
@@ -113,20 +108,19 @@ class MultiTaskModel(nn.Module):
         finally:
             hook.remove()
 
-    def forward(self, task: str, input_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
-        return self.heads[task](self.pool(input_ids=input_ids, attention_mask=attention_mask,
-                                          token_type_ids=token_type_ids,
-                                          inputs_embeds=inputs_embeds))
+    def forward(self, task: str, **batch: torch.Tensor) -> torch.Tensor:
+        """``task``'s head outputs for ``batch`` (the encoder's inputs, and whatever else
+        the task's type put in its batches)."""
+        encoder_inputs = {k: v for k, v in batch.items() if k in ENCODER_INPUTS}
+        extras = {k: v for k, v in batch.items() if k not in ENCODER_INPUTS}
+        return self.heads[task](self.encode(**encoder_inputs), **extras)
 
-    def pool(self, input_ids: torch.Tensor | None = None,
-             attention_mask: torch.Tensor | None = None,
-             token_type_ids: torch.Tensor | None = None,
-             inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
-        """The shared encoder's pooled output, which every head reads: computed once, it
-        serves all of them (prediction with several heads)."""
+    def encode(self, input_ids: torch.Tensor | None = None,
+               attention_mask: torch.Tensor | None = None,
+               token_type_ids: torch.Tensor | None = None,
+               inputs_embeds: torch.Tensor | None = None) -> Encoded:
+        """The shared encoder's pass, which every head reads: computed once, it serves all
+        of them (prediction with several heads)."""
         kwargs = {"attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
@@ -136,7 +130,8 @@ class MultiTaskModel(nn.Module):
             kwargs["input_ids"] = input_ids
         out = self.encoder(**kwargs)
         pooled = getattr(out, "pooler_output", None)
-        return out.last_hidden_state[:, 0] if pooled is None else pooled
+        hidden = out.last_hidden_state
+        return Encoded(hidden, hidden[:, 0] if pooled is None else pooled, attention_mask)
 
 
 def resolve_encoder(name: str) -> str:

@@ -18,7 +18,6 @@ import torch
 from mtdnn.config.smart_config import SmartConfig
 from mtdnn.modeling.model import MultiTaskModel
 from mtdnn.modeling.smart import (
-    DIVERGENCES,
     MeanTeacher,
     adversarial_loss,
     bregman_loss,
@@ -59,7 +58,7 @@ def batch_loss(model: MultiTaskModel, task: TaskDef, batch: dict[str, torch.Tens
     (‖δ‖∞), ``adv_grad_cos`` (cosine of δ and the ascent gradient), ``bregman_loss`` and
     ``bregman_ratio`` (μ D_Breg ÷ task loss).
     """
-    divergence = DIVERGENCES[task.divergence]
+    divergence = task.task_type.divergence(task.divergence, batch)
     device = labels.device
     # One random state for the clean pass, the adversarial passes and the teacher: replayed,
     # they all draw the clean pass's dropout masks (share_dropout, teacher_dropout: shared).

@@ -22,23 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-Divergence = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def symmetric_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
-    """ℓ_s(P, Q) = KL(P‖Q) + KL(Q‖P) between the softmaxes of two logit batches, averaged
-    over the batch (Section 3.1, classification). Computed in float32 from log-probabilities."""
-    log_p = F.log_softmax(p_logits.float(), dim=-1)
-    log_q = F.log_softmax(q_logits.float(), dim=-1)
-    return ((log_p.exp() - log_q.exp()) * (log_p - log_q)).sum(-1).mean()
-
-
-def squared_error(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """ℓ_s(p, q) = (p - q)², averaged over the batch (Section 3.1, regression)."""
-    return (p.float() - q.float()).pow(2).reshape(p.shape[0], -1).sum(-1).mean()
-
-
-DIVERGENCES: dict[str, Divergence] = {"symmetric_kl": symmetric_kl, "squared_error": squared_error}
+# The divergences l_s are the task types' (mtdnn.tasks.divergences): each type's outputs
+# have their own shape.
+from mtdnn.tasks.divergences import Divergence
 
 
 def project_linf(delta: torch.Tensor, epsilon: float) -> torch.Tensor:

@@ -43,18 +43,12 @@ class Origin:
 
 
 def validate_row(task: TaskDef, example: dict[str, Any], origin: Origin,
-                 require_label: bool = False) -> int | float | None:
-    """Check one canonical example against ``task``; return its parsed label (an index for
-    classification, a score for regression), or ``None`` when it has none."""
-    for name in task.inputs:
-        text = example.get(name)
-        if text is None or (isinstance(text, str) and not text.strip()):
-            raise origin.error(f"task '{task.name}': field '{name}' is missing or empty",
-                               allowed=f"rows with non-empty {', '.join(task.inputs)}")
-        if not isinstance(text, str):
-            raise origin.error(f"task '{task.name}': field '{name}' holds {text!r} "
-                               f"({type(text).__name__}), not text",
-                               allowed=f"text in {', '.join(task.inputs)}")
+                 require_label: bool = False) -> Any:
+    """Check one canonical example against ``task`` (its type checks the fields); return its
+    parsed label (an index for classification, a score for regression, tag indices for
+    token labelling), or ``None`` when it has none."""
+    kind = task.task_type
+    kind.check_fields(task, example, origin)
     label = example.get("label")
     if label is None:
         if require_label:
@@ -62,7 +56,7 @@ def validate_row(task: TaskDef, example: dict[str, Any], origin: Origin,
                                allowed="a 'label' on every training and dev example")
         return None
     try:
-        return task.task_type.labels.parse(label, task.labels)
+        return kind.parse_label(task, label, example)
     except LabelError as error:
         raise origin.error(f"task '{task.name}': {error.problem}",
                            allowed=error.allowed) from None

@@ -25,15 +25,18 @@ from typing import Any, Protocol
 
 from mtdnn.config.schema import build, load_yaml
 from mtdnn.errors import MtdnnError, did_you_mean
-from mtdnn.tasks.task_type import METRICS, TaskType
+from mtdnn.tasks.task_type import TaskType
 from mtdnn.tasks.types import TASK_TYPES
+
+# Every metric some task type computes, in the order the types list them.
+METRICS = tuple(dict.fromkeys(m for kind in TASK_TYPES.values() for m in kind.metrics))
 
 # The shipped definitions, wherever the package is installed; "packaged" in a run
 # config's task_defs names them.
 PACKAGED = "packaged"
 DEFAULT_TASK_DEFS_DIR = Path(str(importlib.resources.files("mtdnn.task_defs")))
 TASK_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-RESERVED_FIELDS = ("uid", "label")
+RESERVED_FIELDS = ("uid", "label", "group")
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class TaskDef:
     """One task: its type, labels, input fields, metrics, head dropout and SMART overrides."""
 
     name: str
-    type: str  # a registered task type (mtdnn.tasks.types): classification, regression
+    type: str  # a registered task type (mtdnn.tasks.types)
     inputs: tuple[str, ...]
     metrics: tuple[str, ...]
     labels: tuple[str, ...] = ()
@@ -64,6 +67,9 @@ class TaskDef:
     )
     smart: TaskSmartOverrides = TaskSmartOverrides()
     description: str = ""
+    # settings only its type reads (e.g. a token-labelling task's label_all_subwords);
+    # the type checks them at load
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def task_type(self) -> TaskType:
@@ -76,8 +82,11 @@ class TaskDef:
 
     @property
     def num_outputs(self) -> int:
-        """Width of the head: one logit per label, or one score for regression."""
-        return self.task_type.labels.width(self.labels)
+        """Width of the head's rows: one logit per label, one score for regression."""
+        return self.task_type.width(self)
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return self.options.get(name, default)
 
 
 def definition_fingerprint(task: TaskDef) -> str:
@@ -94,13 +103,15 @@ def _validate(task: TaskDef, source: Path) -> None:
                          key=f"{task.name}.{key}", allowed=allowed)
 
     kind = task.task_type
-    if not 1 <= len(task.inputs) <= 2:
-        fail("inputs", f"found {len(task.inputs)} input fields", "one text field or a pair")
+    problem = kind.check_inputs(task.inputs)
+    if problem:
+        fail("inputs", *problem)
     if len(set(task.inputs)) != len(task.inputs) or any(not f.strip() for f in task.inputs):
         fail("inputs", f"input fields must be distinct non-empty names, found {list(task.inputs)}")
     for name in task.inputs:
         if name in RESERVED_FIELDS:
-            fail("inputs", f"'{name}' is reserved", "any field name except uid, label")
+            fail("inputs", f"'{name}' is reserved",
+                 f"any field name except {', '.join(RESERVED_FIELDS)}")
     if not task.metrics:
         fail("metrics", "no metrics given", ", ".join(kind.metrics))
     for metric in task.metrics:
@@ -112,9 +123,13 @@ def _validate(task: TaskDef, source: Path) -> None:
     problem = kind.labels.check(task.labels)
     if problem:
         fail("labels", *problem)
-    if "f1" in task.metrics and len(task.labels) != 2:  # (f1 fits classification only)
-        fail("metrics", "f1 needs exactly two labels (the second is the positive class)",
-             "accuracy, mcc for more than two labels")
+    problem = kind.check_definition(task)
+    if problem:
+        fail(*problem)
+    for key, value in task.options.items():
+        problem = kind.check_option(key, value)
+        if problem:
+            fail(f"options.{key}", *problem)
     if task.smart.divergence is not None and task.smart.divergence not in kind.divergences:
         fail("smart.divergence", f"divergence '{task.smart.divergence}' does not fit a "
              f"{task.type} task", ", ".join(kind.divergences))

@@ -17,13 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from mtdnn.config.train_config import TrainConfig
 from mtdnn.data.tokenized import read_examples
 from mtdnn.files import atomic_write_json
 from mtdnn.modeling.model import resolve_encoder
-from mtdnn.tasks.metrics import compute_metrics
 from mtdnn.tasks.task_def import load_task_defs
 
 
@@ -70,8 +67,8 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
     trainer.train()
     seconds = time.perf_counter() - start
     logits = trainer.predict(dev).predictions
-    decided = task.task_type.decide(task.task_type.predict(torch.from_numpy(logits))).numpy()
-    metrics = compute_metrics(task.metrics, decided, np.asarray(dev["labels"]))
+    predictions = task.task_type.predict(torch.from_numpy(logits), {})
+    metrics = task.task_type.score(task, predictions, {"labels": dev["labels"]})
     steps = trainer.state.global_step
     return {"task": task_name, "seed": seed, "metrics": metrics, "train_seconds": seconds,
             "steps": steps, "train_examples_per_s": steps * batch_size / seconds}

@@ -8,21 +8,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from mtdnn.tasks.task_type import LabelError, TaskType
-
-
-def _cross_entropy(logits: Any, labels: Any, label_smoothing: float = 0.0) -> Any:
-    import torch.nn.functional as F
-
-    return F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
-
-
-def _class_probabilities(logits: Any) -> Any:
-    return logits.float().softmax(dim=-1)
-
-
-def _argmax(probabilities: Any) -> Any:
-    return probabilities.argmax(-1)
 
 
 class ClassLabels:
@@ -102,15 +90,38 @@ class ClassLabels:
                 "problem_type": "single_label_classification"}
 
 
-TASK_TYPE = TaskType(
-    name="classification",
-    labels=ClassLabels,
-    metrics=("accuracy", "f1", "mcc"),
-    default_metrics=("accuracy",),
-    divergences=("symmetric_kl",),
-    default_divergence="symmetric_kl",
-    loss=_cross_entropy,
-    predict=_class_probabilities,
-    decide=_argmax,
-    target_dtype="long",
-)
+class Classification(TaskType):
+    name = "classification"
+    labels = ClassLabels
+    metrics = ("accuracy", "f1", "mcc")
+    default_metrics = ("accuracy",)
+    divergences = ("symmetric_kl",)
+    default_divergence = "symmetric_kl"
+    target_dtype = "long"
+
+    def check_definition(self, task: Any) -> tuple[str, str, str] | None:
+        if "f1" in task.metrics and len(task.labels) != 2:
+            return ("metrics", "f1 needs exactly two labels (the second is the positive class)",
+                    "accuracy, mcc for more than two labels")
+        return None
+
+    def loss(self, logits: Any, labels: Any, label_smoothing: float = 0.0) -> Any:
+        import torch.nn.functional as F
+
+        return F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
+
+    def predict(self, logits: Any, batch: dict[str, Any]) -> np.ndarray:
+        """Class probabilities ``[n, labels]``."""
+        return logits.float().softmax(dim=-1).float().cpu().numpy()
+
+    def decide(self, probabilities: Any) -> Any:
+        return probabilities.argmax(-1)
+
+    def entropy(self, probabilities: np.ndarray) -> float | None:
+        """Near ln(labels), a uniform guess: the model barely commits."""
+        from mtdnn.tasks.metrics import mean_entropy
+
+        return mean_entropy(probabilities)
+
+
+TASK_TYPE = Classification()

@@ -7,21 +7,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from mtdnn.tasks.task_type import LabelError, TaskType
-
-
-def _mean_squared_error(scores: Any, labels: Any, label_smoothing: float = 0.0) -> Any:
-    import torch.nn.functional as F
-
-    return F.mse_loss(scores.float().squeeze(-1), labels.float())
-
-
-def _score(scores: Any) -> Any:
-    return scores.float().squeeze(-1)
-
-
-def _identity(scores: Any) -> Any:
-    return scores
 
 
 class Scores:
@@ -87,15 +75,23 @@ class Scores:
                 "problem_type": "regression"}
 
 
-TASK_TYPE = TaskType(
-    name="regression",
-    labels=Scores,
-    metrics=("pearson", "spearman"),
-    default_metrics=("pearson", "spearman"),
-    divergences=("squared_error",),
-    default_divergence="squared_error",
-    loss=_mean_squared_error,
-    predict=_score,
-    decide=_identity,
-    target_dtype="float",
-)
+class Regression(TaskType):
+    name = "regression"
+    labels = Scores
+    metrics = ("pearson", "spearman")
+    default_metrics = ("pearson", "spearman")
+    divergences = ("squared_error",)
+    default_divergence = "squared_error"
+    target_dtype = "float"
+
+    def loss(self, scores: Any, labels: Any, label_smoothing: float = 0.0) -> Any:
+        import torch.nn.functional as F
+
+        return F.mse_loss(scores.float().squeeze(-1), labels.float())
+
+    def predict(self, scores: Any, batch: dict[str, Any]) -> np.ndarray:
+        """Scores ``[n]``."""
+        return scores.float().squeeze(-1).float().cpu().numpy()
+
+
+TASK_TYPE = Regression()
