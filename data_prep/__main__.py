@@ -1,4 +1,4 @@
-"""Command line: ``python -m mtdnn.data_prep <glue|snli|scitail|all|subsets> ...``.
+"""Command line: ``python -m mtdnn.data_prep <glue|snli|scitail|ner|all|subsets|groups> ...``.
 
 Examples::
 
@@ -14,8 +14,10 @@ from pathlib import Path
 
 from mtdnn.commandline import add_debug_flag, command_parser, run_cli
 from mtdnn.data_prep.canonical import Staging, convert_split
+from mtdnn.data_prep.conll import tagging_sources
 from mtdnn.data_prep.download import ARCHIVES, download
 from mtdnn.data_prep.glue import glue_sources
+from mtdnn.data_prep.groups import draw_group_split, group_dir
 from mtdnn.data_prep.scitail import scitail_sources
 from mtdnn.data_prep.snli import snli_sources
 from mtdnn.data_prep.subsets import (
@@ -29,7 +31,8 @@ from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import check_output, read_jsonl
 from mtdnn.tasks.task_def import PACKAGED, load_task_defs
 
-DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sources}
+DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sources,
+            "ner": tagging_sources}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,6 +73,24 @@ def _parser() -> argparse.ArgumentParser:
     subsets.add_argument("--holdout", type=int, default=0,
                          help="also write holdout.jsonl: the last N rows of the permutation, "
                               "in none of the subsets (a tuning split from train)")
+    groups = commands.add_parser("groups", help="group a prepared file's rows by a field "
+                                 "(ranking) and split it into train/dev by group")
+    groups.add_argument("--data-dir", type=Path, default=Path("data"),
+                        help="the --out-dir of a previous conversion (default: %(default)s)")
+    groups.add_argument("--task", required=True, help="task name, e.g. qnli")
+    groups.add_argument("--split", default="dev",
+                        help="the prepared split to group (default: %(default)s)")
+    groups.add_argument("--key", required=True,
+                        help="the field its candidates share, e.g. question")
+    groups.add_argument("--dev-groups", type=int, required=True,
+                        help="groups dealt to dev.jsonl; the rest go to train.jsonl")
+    groups.add_argument("--positive",
+                        help="the label of the candidate that should rank first (default: "
+                             "the task's first label); groups without exactly one are left out")
+    groups.add_argument("--seed", type=int, default=13,
+                        help="seed of the permutation of groups (default: %(default)s)")
+    groups.add_argument("--out-dir", type=Path,
+                        help="default: <data-dir>/<task>/groups/seed<seed>")
     return parser
 
 
@@ -106,20 +127,8 @@ def _convert(datasets: list[str], raw_dir: Path, out_dir: Path, tasks: dict) -> 
     print(f"wrote {len(entries)} files; manifest: {manifest}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
-    if args.command == "download":
-        unknown = sorted(set(args.datasets) - set(ARCHIVES))
-        if unknown:
-            raise MtdnnError(f"unknown dataset '{unknown[0]}'", key="download",
-                             allowed=", ".join(ARCHIVES))
-        download(args.datasets or list(ARCHIVES), args.raw_dir)
-        return
-    tasks = load_task_defs(args.task_defs)
-    if args.command != "subsets":
-        convert(list(DATASETS) if args.command == "all" else [args.command],
-                args.raw_dir, args.out_dir, tasks)
-        return
+def _prepared(args: argparse.Namespace, tasks: dict) -> Path:
+    """The prepared split a subsets or groups command draws from."""
     if args.task not in tasks:
         raise MtdnnError(f"unknown task '{args.task}'", key="--task", allowed=", ".join(tasks))
     source = args.data_dir / args.task / f"{args.split}.jsonl"
@@ -130,6 +139,31 @@ def main(argv: list[str] | None = None) -> None:
     if args.seed < 0:
         raise MtdnnError(f"seed {args.seed} is negative", key="--seed",
                          allowed="a whole number >= 0")
+    return source
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if args.command == "download":
+        unknown = sorted(set(args.datasets) - set(ARCHIVES))
+        if unknown:
+            raise MtdnnError(f"unknown dataset '{unknown[0]}'", key="download",
+                             allowed=", ".join(ARCHIVES))
+        download(args.datasets or list(ARCHIVES), args.raw_dir)
+        return
+    tasks = load_task_defs(args.task_defs)
+    if args.command == "groups":
+        source = _prepared(args, tasks)
+        out_dir = args.out_dir or group_dir(args.data_dir, args.task, args.seed)
+        manifest = draw_group_split(tasks[args.task], source, out_dir, args.key,
+                                    args.dev_groups, args.seed, args.positive)
+        print(f"manifest: {manifest}")
+        return
+    if args.command != "subsets":
+        convert(list(DATASETS) if args.command == "all" else [args.command],
+                args.raw_dir, args.out_dir, tasks)
+        return
+    source = _prepared(args, tasks)
     if args.holdout < 0:
         raise MtdnnError(f"holdout {args.holdout} is negative", key="--holdout",
                          allowed="a whole number >= 0")

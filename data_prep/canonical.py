@@ -32,8 +32,8 @@ class RawRow:
 
     line: int
     uid: str
-    texts: dict[str, str]
-    label: str | None
+    texts: dict[str, Any]  # text, or a list of words (token labelling)
+    label: Any  # the raw label text, or a list of tags
 
 
 @dataclass
@@ -53,7 +53,7 @@ def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:
     errors name the raw file and line."""
     origin = Origin(str(path), line=row.line)
     record: dict[str, Any] = {"uid": row.uid}
-    record.update({name: (row.texts.get(name) or "").strip() for name in task.inputs})
+    record.update({name: clean(row.texts.get(name)) for name in task.inputs})
     if row.label is not None:  # a raw file's label (e.g. "0", "5.000") in canonical form
         try:
             record["label"] = task.task_type.labels.canonical(row.label, task.labels)
@@ -62,6 +62,11 @@ def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:
                                allowed=error.allowed) from None
     validate_row(task, record, origin)
     return record
+
+
+def clean(value: Any) -> Any:
+    """A field's text stripped (a list of words as it is: each word is checked)."""
+    return value if isinstance(value, list) else (value or "").strip()
 
 
 def label_distribution(labels: Iterable[Any], task: TaskDef) -> dict[str, Any]:

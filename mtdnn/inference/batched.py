@@ -79,18 +79,18 @@ def evaluate_tasks(model: MultiTaskModel, data: dict[str, TaskSplits], batch_siz
 
 
 def task_groups(tasks: list[TaskDef], by_name: bool = True
-                ) -> dict[tuple[str, ...], list[TaskDef]]:
+                ) -> list[tuple[tuple[str, ...], list[TaskDef]]]:
     """The tasks grouped by the texts they read, in order of first appearance: each group
     shares one encoding of the input, and so one encoder pass per batch. Records (and
     files) name their fields, so tasks reading the same field names share; positional
     examples (a text, a pair) are read by position, so tasks reading as many texts share;
     only tasks whose types featurize alike (``TaskType.layout``) share an encoding.
-    Each group is keyed by its first task's fields."""
+    Each group comes with its first task's fields."""
     groups: dict[Any, list[TaskDef]] = {}
     for task in tasks:
         fields = tuple(task.inputs) if by_name else len(task.inputs)
         groups.setdefault((task.task_type.layout, fields), []).append(task)
-    return {tuple(group[0].inputs): group for group in groups.values()}
+    return [(tuple(group[0].inputs), group) for group in groups.values()]
 
 
 def split_metrics(split: TaskSplit, predicted: Any) -> dict[str, float]:

@@ -38,6 +38,7 @@ from mtdnn.inference.writers import (
 )
 from mtdnn.runs.checkpoint import load_checkpoint_tasks
 from mtdnn.tasks.task_def import TaskDef
+from mtdnn.tasks.task_type import TaskType
 
 Example = str | Sequence[str] | dict[str, str]
 
@@ -104,11 +105,12 @@ class Predictor:
         chosen = self._tasks(tasks, examples[0])
         results: list[dict[str, dict[str, Any]]] = [{} for _ in examples]
         records = isinstance(examples[0], dict)
-        for fields, group in task_groups(chosen, by_name=records).items():
+        for fields, group in task_groups(chosen, by_name=records):
             columns = {"uid": [str(i) for i in range(len(examples))],
                        **{name: [] for name in fields}}
             for number, example in enumerate(examples):
-                for name, text in zip(fields, texts_of(example, fields, number), strict=True):
+                texts = texts_of(example, fields, number, group[0].task_type)
+                for name, text in zip(fields, texts, strict=True):
                     columns[name].append(text)
             for name, values in self.predict_columns(columns, group).items():
                 for i, value in enumerate(values):
@@ -194,7 +196,8 @@ def describe(example: Any) -> str:
     return "one text" if isinstance(example, str) else type(example).__name__
 
 
-def texts_of(example: Any, fields: tuple[str, ...], number: int) -> tuple[str, ...]:
+def texts_of(example: Any, fields: tuple[str, ...], number: int,
+             kind: TaskType | None = None) -> tuple[Any, ...]:
     """The texts of ``example`` for a task reading ``fields``; an error names the example."""
     if isinstance(example, dict):
         missing = [f for f in fields if f not in example]
@@ -214,15 +217,11 @@ def texts_of(example: Any, fields: tuple[str, ...], number: int) -> tuple[str, .
                          f"{len(fields)} ({', '.join(fields)})", key="examples",
                          allowed="as many texts as the task reads; for heads with different "
                                  "inputs in one call, records with every field")
-    for name, text in zip(fields, texts, strict=True):
-        if not isinstance(text, str):
-            raise MtdnnError(f"example {number}: '{name}' is {text!r} "
-                             f"({type(text).__name__}), not text", key="examples",
-                             allowed="non-empty strings")
-        if not text.strip():
-            raise MtdnnError(f"example {number}: '{name}' is empty", key="examples",
-                             allowed="non-empty strings")
-    return texts
+    if kind is not None:
+        return tuple(kind.user_field(text, f"example {number}: '{name}'")
+                     for name, text in zip(fields, texts, strict=True))
+    return tuple(TaskType.user_field(None, text, f"example {number}: '{name}'")
+                 for name, text in zip(fields, texts, strict=True))
 
 
 def checkpoint_task(checkpoints: list[Path], task_name: str) -> TaskDef:

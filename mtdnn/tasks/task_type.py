@@ -114,6 +114,18 @@ class TaskType:
                                    f"({type(text).__name__}), not text",
                                    allowed=f"text in {', '.join(task.inputs)}")
 
+    def user_field(self, value: Any, where: str) -> Any:
+        """A field of an example given in memory (``Predictor.predict``), as featurization
+        reads it; an error says ``where`` it is."""
+        from mtdnn.errors import MtdnnError
+
+        if not isinstance(value, str):
+            raise MtdnnError(f"{where} is {value!r} ({type(value).__name__}), not text",
+                             key="examples", allowed="non-empty strings")
+        if not value.strip():
+            raise MtdnnError(f"{where} is empty", key="examples", allowed="non-empty strings")
+        return value
+
     def parse_label(self, task: TaskDef, label: Any, example: dict[str, Any]) -> Any:
         """A row's label as training reads it (raises :class:`LabelError`)."""
         return self.labels.parse(label, task.labels)
@@ -239,6 +251,16 @@ def encode_texts(tokenizer: Any, texts: list[list[str]], max_seq_len: int
                           return_attention_mask=False, return_token_type_ids=False)
         truncated = sum(len(ids) > max_seq_len for ids in whole["input_ids"])
     return encoded["input_ids"], encoded.get("token_type_ids", []), truncated
+
+
+def gather_ragged(parts: list[list[Any]], order: np.ndarray) -> list[Any]:
+    """Per-example predictions of different sizes (a group's candidates, a sentence's
+    words), the batches' lists put back in the split's order."""
+    flat = [item for part in parts for item in part]
+    predictions: list[Any] = [None] * len(flat)
+    for position, item in zip(order, flat, strict=True):
+        predictions[position] = item
+    return predictions
 
 
 def pad_tokens(rows: dict[str, list], pad_token_id: int) -> dict[str, torch.Tensor]:

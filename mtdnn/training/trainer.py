@@ -234,8 +234,10 @@ class TrainingRecipe:
         data = self.data[ref.task]
         distributed = self.distributed
         rows, share = rank_share(len(ref.indices), distributed.rank, distributed.world_size)
-        batch = {k: v[rows].to(self.device)
-                 for k, v in get_batch(data.train, ref.indices, data.collator).items()}
+        # the rank's examples are padded as a batch of their own (a ranking example is a
+        # group of rows, so a share of the padded rows would not be a share of examples)
+        batch = {k: v.to(self.device)
+                 for k, v in get_batch(data.train, ref.indices[rows], data.collator).items()}
         labels = batch.pop("labels")
         # Each rank's loss is weighted by its share of the batch, so that the gradients
         # summed over ranks are the whole batch's; DDP averages, hence × world size.

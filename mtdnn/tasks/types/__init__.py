@@ -4,7 +4,8 @@ definition). A new type is a module here with its ``TASK_TYPE``, and one line be
 from __future__ import annotations
 
 from mtdnn.tasks.task_type import TaskType
-from mtdnn.tasks.types import classification, regression
+from mtdnn.tasks.types import classification, ranking, regression, token_classification
 
 TASK_TYPES: dict[str, TaskType] = {
-    module.TASK_TYPE.name: module.TASK_TYPE for module in (classification, regression)}
+    module.TASK_TYPE.name: module.TASK_TYPE
+    for module in (classification, regression, ranking, token_classification)}
