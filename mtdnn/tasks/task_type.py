@@ -229,6 +229,24 @@ class TaskType:
                 for uid, label, values in zip(dataset["uid"], decided, predictions,
                                               strict=True)]
 
+    # ---- the Hugging Face Trainer baseline (mtdnn.training.hf_trainer) -------------------
+    def hf_recipe(self, task: TaskDef, tokenizer: Any, max_seq_len: int) -> tuple[Any, Any]:
+        """How Hugging Face's own example trains this type: a function tokenizing a batch of
+        examples (``datasets.map``), and its data collator."""
+        from transformers import DataCollatorWithPadding
+
+        def tokenize(batch: dict[str, list]) -> Any:
+            return tokenizer(*[batch[f] for f in task.inputs], truncation=True,
+                             max_length=max_seq_len)
+
+        return tokenize, DataCollatorWithPadding(tokenizer)
+
+    def hf_predictions(self, task: TaskDef, logits: np.ndarray, dataset: Any) -> Any:
+        """``Trainer.predict``'s logits for ``dataset`` as this type's predictions."""
+        import torch
+
+        return self.predict(torch.from_numpy(logits), {})
+
     # ---- export -------------------------------------------------------------------------
     def hf_labels(self, task: TaskDef) -> dict[str, Any]:
         """The Hugging Face config's label keys for an export of ``task``."""

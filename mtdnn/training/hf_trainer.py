@@ -1,9 +1,12 @@
 """Fine-tune one task with Hugging Face ``Trainer``: the baseline our engine is held to.
 
 Same encoder, tokenizer, max length, epochs, learning rate, batch size, warm-up, weight
-decay and clipping as ``train.py``; the head is ``AutoModelForSequenceClassification``'s
-(pooler → dropout → linear for BERT, as ours). Needs ``pip install accelerate``. It is the
-``hf_trainer`` backend of an experiment arm (:mod:`mtdnn.experiment`), or alone:
+decay and clipping as ``train.py``; the model is the task type's Hugging Face class
+(``AutoModelForSequenceClassification``: pooler → dropout → linear for BERT, as ours;
+``AutoModelForTokenClassification`` for token labelling, with Hugging Face's
+token-classification recipe: first-sub-word labels, ``DataCollatorForTokenClassification``).
+Its predictions are scored by the same function as ours (``TaskType.score``). Needs
+``pip install accelerate``. It is the ``hf_trainer`` backend of an experiment arm (:mod:`mtdnn.experiment`), or alone:
 
     python -m mtdnn.hf_trainer --task rte --train data/rte/train.jsonl \
         --dev data/rte/dev.jsonl --out runs/hf/rte --epochs 2 --lr 5e-5 --seed 13
@@ -30,30 +33,24 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
              max_steps: int = -1, layers: int | None = None, bf16: bool = False) -> dict:
     """Train with ``Trainer`` and return dev metrics, wall time and examples/s."""
     import datasets
-    import torch
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        DataCollatorWithPadding,
-        Trainer,
-        TrainingArguments,
-    )
+    import transformers
+    from transformers import AutoTokenizer, Trainer, TrainingArguments
 
     task = load_task_defs()[task_name]
+    kind = task.task_type
     path = resolve_encoder(encoder)
     tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenize, collator = kind.hf_recipe(task, tokenizer, max_seq_len)
 
     def dataset(file: Path) -> datasets.Dataset:
         columns = read_examples(file, task, require_labels=True)
         ds = datasets.Dataset.from_dict({k: columns[k] for k in (*task.inputs, "labels")})
-        return ds.map(lambda b: tokenizer(*[b[f] for f in task.inputs], truncation=True,
-                                          max_length=max_seq_len),
-                      batched=True, remove_columns=list(task.inputs))
+        return ds.map(tokenize, batched=True, remove_columns=list(task.inputs))
 
     train, dev = dataset(train_path), dataset(dev_path)
     depth = {"num_hidden_layers": layers} if layers else {}
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=task.num_outputs,
-                                                               **depth)
+    model = getattr(transformers, kind.auto_class).from_pretrained(
+        path, **kind.hf_labels(task), **depth)
     args = TrainingArguments(
         output_dir=str(out / "trainer"), num_train_epochs=epochs, max_steps=max_steps,
         learning_rate=lr, per_device_train_batch_size=batch_size,
@@ -61,14 +58,12 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
         max_grad_norm=1.0, lr_scheduler_type="linear", seed=seed, use_cpu=True,
         save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True,
         logging_strategy="no", train_sampling_strategy=sampling, bf16=bf16)
-    trainer = Trainer(model=model, args=args, train_dataset=train,
-                      data_collator=DataCollatorWithPadding(tokenizer))
+    trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator)
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
     logits = trainer.predict(dev).predictions
-    predictions = task.task_type.predict(torch.from_numpy(logits), {})
-    metrics = task.task_type.score(task, predictions, {"labels": dev["labels"]})
+    metrics = kind.score(task, kind.hf_predictions(task, logits, dev), dev)
     steps = trainer.state.global_step
     return {"task": task_name, "seed": seed, "metrics": metrics, "train_seconds": seconds,
             "steps": steps, "train_examples_per_s": steps * batch_size / seconds}

@@ -206,6 +206,13 @@ class Ranking(TaskType):
         values = {"accuracy": float(correct / sizes.sum()), "top1": float(hit.mean())}
         return {name: values[name] for name in task.metrics}
 
+    def hf_recipe(self, task: TaskDef, tokenizer: Any, max_seq_len: int) -> tuple[Any, Any]:
+        from mtdnn.errors import MtdnnError
+
+        raise MtdnnError(f"task '{task.name}' is a ranking task; Hugging Face's examples have "
+                         "no ranking recipe to compare with", key="backend",
+                         allowed="backend: mtdnn for a ranking task")
+
     def records(self, task: TaskDef, predictions: Any, dataset: Any) -> list[dict[str, Any]]:
         """One object per candidate, in the groups' order: its group, score, probability
         and rank in the group, and the label its rank gives it."""

@@ -357,6 +357,44 @@ class TokenClassification(TaskType):
                                          zero_division=0))
                 for name in task.metrics}
 
+    def hf_recipe(self, task: TaskDef, tokenizer: Any, max_seq_len: int) -> tuple[Any, Any]:
+        """Hugging Face's token-classification example (``run_ner``'s
+        ``tokenize_and_align_labels``): the word's tag on its first sub-word, -100 on the
+        others, ``DataCollatorForTokenClassification``. ``word_starts`` is kept for scoring
+        (``Trainer`` drops it from the model's inputs)."""
+        from transformers import DataCollatorForTokenClassification
+
+        field = task.inputs[0]
+
+        def tokenize(batch: dict[str, list]) -> Any:
+            encoded = tokenizer(batch[field], is_split_into_words=True, truncation=True,
+                                max_length=max_seq_len)
+            labels, starts = [], []
+            for i, tags in enumerate(batch["labels"]):
+                previous, row = None, []
+                first = [UNSEEN] * len(batch[field][i])
+                for position, word in enumerate(encoded.word_ids(i)):
+                    row.append(IGNORED if word is None or word == previous else tags[word])
+                    if word is not None and word != previous:
+                        first[word] = position
+                    previous = word
+                labels.append(row)
+                starts.append(first)
+            encoded["labels"], encoded["word_starts"] = labels, starts
+            return encoded
+
+        return tokenize, DataCollatorForTokenClassification(tokenizer)
+
+    def hf_predictions(self, task: TaskDef, logits: np.ndarray, dataset: Any) -> Any:
+        """Padded ``[n, length, tags]`` logits → each word's tag distribution, read at the
+        word's first sub-word as ours are."""
+        import torch
+
+        starts = dataset["word_starts"]
+        words = max(len(s) for s in starts)
+        padded = torch.tensor([s + [PADDED] * (words - len(s)) for s in starts])
+        return self.predict(torch.from_numpy(logits), {"word_starts": padded})
+
     def records(self, task: TaskDef, predictions: Any, dataset: Any) -> list[dict[str, Any]]:
         """Per sentence: its words' tags and its entities (type, first and last word,
         text)."""
