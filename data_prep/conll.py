@@ -23,7 +23,7 @@ from pathlib import Path
 from mtdnn.data_prep.canonical import RawRow, SplitSource
 from mtdnn.errors import MtdnnError
 from mtdnn.tasks.task_def import TaskDef
-from mtdnn.tasks.types.token_classification import iob1_to_iob2
+from mtdnn.tasks.types.token_classification import iob1_to_iob2, iob2_problem
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,12 @@ LAYOUTS = {
 }
 
 
-def read_sentences(path: Path, layout: TaggingLayout) -> Iterator[tuple[int, list[str], list[str]]]:
-    """(line of the first word, words, tags) per sentence; an odd line is an error naming it."""
+def read_sentences(path: Path, layout: TaggingLayout
+                   ) -> Iterator[tuple[list[int], list[str], list[str]]]:
+    """(each word's line, words, tags) per sentence; an odd line is an error naming it."""
     words: list[str] = []
     tags: list[str] = []
-    first = 0
+    lines: list[int] = []
     try:
         handle = open(path, encoding="utf-8")
     except OSError as error:
@@ -58,8 +59,8 @@ def read_sentences(path: Path, layout: TaggingLayout) -> Iterator[tuple[int, lis
             line = line.rstrip("\r\n")
             if not line.strip():
                 if words:
-                    yield first, words, tags
-                words, tags = [], []
+                    yield lines, words, tags
+                words, tags, lines = [], [], []
                 continue
             parts = line.split(layout.separator)
             if parts[0] == "-DOCSTART-":
@@ -70,19 +71,30 @@ def read_sentences(path: Path, layout: TaggingLayout) -> Iterator[tuple[int, lis
                 raise MtdnnError(f"expected {layout.columns} columns, found {len(parts)}",
                                  file=path, line=number, allowed=f"lines of {shape}, a blank "
                                                                   "line between sentences")
-            if not words:
-                first = number
+            lines.append(number)
             words.append(parts[0])
             tags.append(parts[-1].strip())
         if words:
-            yield first, words, tags
+            yield lines, words, tags
 
 
 def _rows(task: TaskDef, split: str, path: Path, layout: TaggingLayout) -> Iterator[RawRow]:
-    for ordinal, (line, words, tags) in enumerate(read_sentences(path, layout)):
-        yield RawRow(line=line, uid=f"{task.name}-{split}-{ordinal}",
-                     texts={task.inputs[0]: words},
-                     label=iob1_to_iob2(tags) if layout.iob1 else tags)
+    """Each sentence as a raw row (at its first word's line); a tag outside the task's
+    list, or one IOB2 does not allow, is an error naming the word's own line."""
+    for ordinal, (lines, words, tags) in enumerate(read_sentences(path, layout)):
+        for line, tag in zip(lines, tags, strict=True):
+            if tag not in task.labels:
+                raise MtdnnError(f"task '{task.name}': tag {tag!r} is not one of the task's "
+                                 "tags", file=path, line=line, allowed=", ".join(task.labels))
+        if layout.iob1:
+            tags = iob1_to_iob2(tags)
+        problem = iob2_problem(tags)
+        if problem:
+            raise MtdnnError(f"task '{task.name}': {problem[1]}", file=path,
+                             line=lines[problem[0]], allowed="valid IOB2: an I-TYPE follows "
+                             "a B-TYPE or I-TYPE of its type")
+        yield RawRow(line=lines[0], uid=f"{task.name}-{split}-{ordinal}",
+                     texts={task.inputs[0]: words}, label=tags)
 
 
 def tagging_sources(raw_dir: Path, tasks: dict[str, TaskDef], log=print) -> list[SplitSource]:

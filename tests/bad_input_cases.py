@@ -131,6 +131,32 @@ def train_args(tmp: Path, ctx: dict, *extra: str,
             f"cache_dir={tmp / 'cache'}", "max_steps=2", "batch_size=2", *extra]
 
 
+def typed_train_args(tmp: Path, ctx: dict, task: str, rows: list[dict]) -> list[str]:
+    """A run of packaged task ``task`` on a canonical file of ``rows``."""
+    train_file = write(tmp / "train.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    return [f"tasks=[{task}]", f"tasks.{task}.train={train_file}", f"tasks.{task}.dev={train_file}",
+            f"encoder={ctx['encoder']}", f"output_dir={tmp / 'run'}", "progress_bar=false",
+            f"cache_dir={tmp / 'cache'}", "max_steps=2", "batch_size=2"]
+
+
+def sentence(uid: str, words: list[str], tags: list[str]) -> dict:
+    return {"uid": uid, "tokens": words, "label": tags}
+
+
+def candidate(uid: str, group: str | None, label: str) -> dict:
+    row = {"uid": uid, "question": "Who?", "sentence": f"Answer {uid}.", "label": label}
+    return row if group is None else {**row, "group": group}
+
+
+GOOD_SENTENCE = sentence("s0", ["Peter", "Blackburn", "spoke"], ["B-PER", "I-PER", "O"])
+GOOD_GROUP = [candidate("c0", "g0", "entailment"), candidate("c1", "g0", "not_entailment")]
+
+
+def raw_tagging(tmp: Path, name: str, text: str) -> list[str]:
+    write(tmp / "raw" / name, text)
+    return ["ner", "--raw-dir", str(tmp / "raw"), "--out-dir", str(tmp / "out")]
+
+
 def task_def_args(tmp: Path, ctx: dict, text: str | bytes) -> list[str]:
     path = write(tmp / "tasks.yaml", text)
     return train_args(tmp, ctx, f"task_defs=[{path}]")
@@ -325,6 +351,50 @@ CASES = [
     Case("data file", "training file not found", "train",
          lambda t, c: train_args(t, c, "tasks.rte.train=/nonexistent/train.jsonl"),
          "/nonexistent/train.jsonl: task 'rte': data file not found"),
+    Case("data file", "words and tags of different lengths", "train",
+         lambda t, c: typed_train_args(t, c, "conll2003", [
+             GOOD_SENTENCE, sentence("s1", ["A", "b"], ["O"])]),
+         "train.jsonl:2: task 'conll2003': 2 words but 1 tags"),
+    Case("data file", "a tag outside the task's tags", "train",
+         lambda t, c: typed_train_args(t, c, "conll2003", [
+             GOOD_SENTENCE, sentence("s1", ["Paris"], ["B-CITY"])]),
+         "train.jsonl:2: task 'conll2003': tag 'B-CITY' at word 1 is not one of the task's tags"),
+    Case("data file", "an empty sentence", "train",
+         lambda t, c: typed_train_args(t, c, "conll2003", [GOOD_SENTENCE, sentence("s1", [], [])]),
+         "train.jsonl:2: task 'conll2003': the sentence has no words"),
+    Case("data file", "an I- tag that IOB2 does not allow (an error: data_prep converts IOB1 "
+         "files, canonical rows must be IOB2)", "train",
+         lambda t, c: typed_train_args(t, c, "conll2003", [
+             GOOD_SENTENCE, sentence("s1", ["in", "Paris"], ["O", "I-LOC"])]),
+         "train.jsonl:2: task 'conll2003': tag 'I-LOC' at word 2 continues an entity, but it "
+         "follows 'O'"),
+    Case("data file", "a WNUT-17 tag that IOB2 does not allow", "data_prep",
+         lambda t, c: raw_tagging(t, "wnut17/wnut17train.conll",
+                                  "I\tO\nsaw\tO\nParis\tI-location\n\n"),
+         "wnut17train.conll:3: task 'wnut17': tag 'I-location' at word 3 continues an entity, "
+         "but it follows 'O'"),
+    Case("data file", "a CoNLL-2003 tag outside the task's tags", "data_prep",
+         lambda t, c: raw_tagging(t, "conll2003/eng.train", "-DOCSTART- -X- O O\n\n"
+                                  "EU NNP I-NP I-ORG\nrules VBZ I-VP I-VERB\n"),
+         "eng.train:4: task 'conll2003': tag 'I-VERB' is not one of the task's tags"),
+    Case("data file", "a CoNLL-2003 line without its four columns", "data_prep",
+         lambda t, c: raw_tagging(t, "conll2003/eng.train", "EU NNP I-NP I-ORG\nrules\n"),
+         "eng.train:2: expected 4 columns, found 1"),
+    Case("data file", "a ranking group with no positive", "train",
+         lambda t, c: typed_train_args(t, c, "qnli_ranking", [
+             *GOOD_GROUP, candidate("c2", "g1", "not_entailment"),
+             candidate("c3", "g1", "not_entailment")]),
+         "train.jsonl:3: task 'qnli_ranking': group 'g1' has no positive ('entailment'); this "
+         "is its first row"),
+    Case("data file", "a ranking group with two positives", "train",
+         lambda t, c: typed_train_args(t, c, "qnli_ranking", [
+             *GOOD_GROUP, candidate("c2", "g0", "entailment")]),
+         "train.jsonl:3: task 'qnli_ranking': group 'g0' has a second positive ('entailment') "
+         "here"),
+    Case("data file", "a ranking row without its group key", "train",
+         lambda t, c: typed_train_args(t, c, "qnli_ranking", [
+             *GOOD_GROUP, candidate("c2", None, "entailment")]),
+         "train.jsonl:3: task 'qnli_ranking': the row has no 'group' key"),
     Case("task definition", "unknown key", "train",
          lambda t, c: task_def_args(t, c, GOOD_TASK + "  labelz: [a, b]\n"),
          "key 'rte.labelz': unknown key 'labelz'"),

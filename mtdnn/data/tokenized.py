@@ -277,6 +277,7 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
     log.info("data cache: %s", cache)
     data = {}
     for name, task in tasks.items():
+        task.task_type.check_installed(task)
         collator = Collator(tokenizer.pad_token_id, task.task_type)
         train, dev = [path and load_split(path, task, tokenizer, config.max_seq_len, cache)
                       for path in files[name]]

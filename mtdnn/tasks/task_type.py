@@ -97,6 +97,9 @@ class TaskType:
         """(key, problem, allowed) if the definition's keys do not fit together."""
         return None
 
+    def check_installed(self, task: TaskDef) -> None:
+        """Raise before training if what the type's metrics need is not installed."""
+
     def width(self, task: TaskDef) -> int:
         """Outputs per row of the head (per example, per token, per candidate)."""
         return self.labels.width(task.labels)

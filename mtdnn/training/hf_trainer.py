@@ -6,7 +6,8 @@ decay and clipping as ``train.py``; the model is the task type's Hugging Face cl
 ``AutoModelForTokenClassification`` for token labelling, with Hugging Face's
 token-classification recipe: first-sub-word labels, ``DataCollatorForTokenClassification``).
 Its predictions are scored by the same function as ours (``TaskType.score``). Needs
-``pip install accelerate``. It is the ``hf_trainer`` backend of an experiment arm (:mod:`mtdnn.experiment`), or alone:
+``pip install accelerate``. It is the ``hf_trainer`` backend of an experiment arm
+(:mod:`mtdnn.experiment`), or alone:
 
     python -m mtdnn.hf_trainer --task rte --train data/rte/train.jsonl \
         --dev data/rte/dev.jsonl --out runs/hf/rte --epochs 2 --lr 5e-5 --seed 13

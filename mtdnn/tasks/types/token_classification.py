@@ -174,6 +174,16 @@ class TokenClassification(TaskType):
             return f"options.{key} is {value!r}", self.options[key]
         return problem
 
+    def check_installed(self, task: TaskDef) -> None:
+        import importlib.util
+
+        from mtdnn.errors import MtdnnError
+
+        if importlib.util.find_spec("seqeval") is None:
+            raise MtdnnError(f"task '{task.name}' is scored with seqeval, which is not "
+                             "installed", key=f"tasks.{task.name}",
+                             allowed="pip install 'mtdnn[ner]' (or pip install seqeval)")
+
     def check_inputs(self, inputs: tuple[str, ...]) -> tuple[str, str] | None:
         if len(inputs) != 1:
             return (f"found {len(inputs)} input fields",
