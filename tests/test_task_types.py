@@ -27,6 +27,7 @@ from mtdnn.tasks.types.token_classification import (
     iob2_problem,
     repair_iob2,
 )
+from tests.test_crash_safety import INTERRUPT_AT_THIRD_STEP
 
 REPO = Path(__file__).resolve().parent.parent
 TASKS = load_task_defs()
@@ -220,22 +221,6 @@ def test_outside_the_type_modules_nothing_asks_which_type_a_task_is() -> None:
 
 
 # ---- resume mid-epoch ----------------------------------------------------------------------
-INTERRUPT_AT_THIRD_STEP = """
-import runpy, sys
-from unittest import mock
-import torch
-real, calls = torch.nn.utils.clip_grad_norm_, []
-def interrupted(*args, **kwargs):
-    calls.append(1)
-    if len(calls) == 3:
-        raise KeyboardInterrupt
-    return real(*args, **kwargs)
-with mock.patch("torch.nn.utils.clip_grad_norm_", interrupted):
-    sys.argv = ["train.py", *sys.argv[1:]]
-    runpy.run_path("train.py", run_name="__main__")
-"""
-
-
 @pytest.fixture(scope="module")
 def typed_rows(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from tests.conftest import head_jsonl, run_module
