@@ -147,3 +147,47 @@ def test_a_single_task_export_has_a_model_card_and_pushes_to_the_hub(
     multi = tmp_path / "multi"
     main(["--checkpoint", str(stage_one / "best"), "--all-tasks", "--out", str(multi)])
     assert "library_name: mtdnn" in (multi / "README.md").read_text().split("---")[1]
+
+
+@pytest.fixture(scope="module")
+def ner_run(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short CoNLL-2003 run on the 2-layer packaged encoder: enough to tag some words."""
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.training.trainer import train
+    from tests.conftest import head_jsonl
+
+    root = tmp_path_factory.mktemp("ner")
+    rows = head_jsonl(prepared_data / "conll2003/train.jsonl", root / "train.jsonl", 256)
+    dev = head_jsonl(prepared_data / "conll2003/dev.jsonl", root / "dev.jsonl", 50)
+    train(resolve_config(None, [
+        "tasks=[conll2003]", f"tasks.conll2003.train={rows}", f"tasks.conll2003.dev={dev}",
+        "encoder_layers=2", "batch_size=16", "max_steps=24", "optimizer.lr=1e-3",
+        "progress_bar=false", f"cache_dir={root / 'cache'}", f"output_dir={root / 'run'}"]))
+    return root
+
+
+def test_the_ner_export_s_pipeline_finds_predictor_s_entities(ner_run: Path) -> None:
+    """``pipeline("token-classification", aggregation_strategy="first")`` on the export and
+    ``Predictor`` on the checkpoint give the same entities (type, characters, text) on 50 dev
+    sentences given as texts (their words joined by spaces)."""
+    from transformers import pipeline
+
+    from mtdnn import Predictor
+    from mtdnn.inference.export import export_task
+
+    out = export_task(ner_run / "run/last", "conll2003", ner_run / "export")
+    sentences = [json.loads(line)["tokens"]
+                 for line in (ner_run / "dev.jsonl").read_text().splitlines()]
+    texts = [" ".join(words) for words in sentences]
+    ours = Predictor(ner_run / "run/last", precision="fp32").predict(texts, tasks=["conll2003"])
+    tagger = pipeline("token-classification", model=str(out), aggregation_strategy="first",
+                      device="cpu")
+    found = 0
+    for text, prediction in zip(texts, ours, strict=True):
+        mine = [(e["type"], e["start_char"], e["end_char"], e["text"])
+                for e in prediction["conll2003"]["entities"]]
+        theirs = [(e["entity_group"], e["start"], e["end"], text[e["start"]:e["end"]])
+                  for e in tagger(text)]
+        assert mine == theirs, text
+        found += len(mine)
+    assert found >= 20  # the comparison covered entities, not only empty sentences

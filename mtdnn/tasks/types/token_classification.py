@@ -12,7 +12,9 @@ IOB2 (``B-TYPE`` begins an entity, ``I-TYPE`` continues it, ``O`` is outside any
   tokens.
 - **SMART:** the symmetric KL between the clean and perturbed tag distributions of each
   labelled token, averaged over them (:func:`mtdnn.tasks.divergences.masked_symmetric_kl`).
-- **Prediction:** each word's tag (its first sub-word's); a word cut off by ``max_seq_len``
+- **Prediction:** each word's tag (its first sub-word's); a text given to ``Predictor`` is
+  split into words as the tokenizer splits it (at spaces and punctuation, as Hugging Face's
+  pipeline does), and its entities also carry their characters. A word cut off by ``max_seq_len``
   (or that the tokenizer turns into nothing) is tagged ``O``. An ``I-TYPE`` that no entity
   of its type precedes begins one, as conlleval and Hugging Face's token-classification
   pipeline read it. Entities: type, first and last word, text.
@@ -88,6 +90,27 @@ def entities(tags: list[str], words: list[str]) -> list[dict[str, Any]]:
     for entity in found:
         entity["text"] = " ".join(words[entity["start"]:entity["end"] + 1])
     return found
+
+
+def words_of(tokenizer: Any, text: str) -> list[tuple[str, tuple[int, int]]]:
+    """A text's words as the tokenizer's pre-tokenizer splits it (BERT's: at spaces and
+    punctuation), with their characters: what Hugging Face's token-classification pipeline
+    calls words, so that a text gets the same entities from both."""
+    pre = getattr(getattr(tokenizer, "backend_tokenizer", None), "pre_tokenizer", None)
+    if pre is not None:
+        return [(word, tuple(span)) for word, span in pre.pre_tokenize_str(text)]
+    import re
+
+    return [(m.group(), m.span()) for m in re.finditer(r"\S+", text)]
+
+
+def joined_spans(words: list[str]) -> list[tuple[str, tuple[int, int]]]:
+    """Words with their characters in the words joined by spaces."""
+    spans, start = [], 0
+    for word in words:
+        spans.append((word, (start, start + len(word))))
+        start += len(word) + 1
+    return spans
 
 
 class TagLabels:
@@ -205,17 +228,17 @@ class TokenClassification(TaskType):
             raise origin.error(f"task '{task.name}': word {empty + 1} is empty",
                                allowed="non-empty words")
 
-    def user_field(self, value: Any, where: str) -> list[str]:
-        """A sentence as a text (split into words at whitespace) or a list of words."""
+    def user_field(self, value: Any, where: str) -> str | list[str]:
+        """A sentence as a text (split into words as the tokenizer splits it: at spaces and
+        punctuation) or a list of words."""
         from mtdnn.errors import MtdnnError
 
         words = value.split() if isinstance(value, str) else value
         if not isinstance(words, list) or not all(isinstance(w, str) and w.strip()
                                                   for w in words) or not words:
             raise MtdnnError(f"{where} is {value!r}, not a sentence", key="examples",
-                             allowed="a non-empty text (split into words at whitespace) or "
-                                     "a list of non-empty words")
-        return words
+                             allowed="a non-empty text or a list of non-empty words")
+        return value
 
     def parse_label(self, task: TaskDef, label: Any, example: dict[str, Any]) -> list[int]:
         words = example[task.inputs[0]]
@@ -231,6 +254,12 @@ class TokenClassification(TaskType):
         -1 for a word cut off) and, in a labelled split, each sub-word's tag index (-100 but
         on first sub-words, unless ``label_all_subwords``)."""
         sentences = columns[task.inputs[0]]
+        spans = None
+        if any(isinstance(sentence, str) for sentence in sentences):  # texts (Predictor)
+            texts = [s if isinstance(s, str) else " ".join(s) for s in sentences]
+            spans = [words_of(tokenizer, s) if isinstance(s, str) else joined_spans(s)
+                     for s in sentences]
+            sentences = [[word for word, _ in found] for found in spans]
         tag_ids = columns.get("labels")
         all_subwords = bool(task.option("label_all_subwords", False))
         continuation = self._continuations(task.labels)
@@ -267,6 +296,9 @@ class TokenClassification(TaskType):
         out = {key: values for key, values in out.items() if values or key == "labels"}
         out["uid"] = columns["uid"]
         out[task.inputs[0]] = sentences  # the words, for the entities' text
+        if spans is not None:
+            out["text"] = texts
+            out["word_spans"] = [[list(span) for _, span in found] for found in spans]
         return out, truncated
 
     @staticmethod
@@ -409,11 +441,22 @@ class TokenClassification(TaskType):
         """Per sentence: its words' tags and its entities (type, first and last word,
         text)."""
         field = task.inputs[0]
+        texts = dataset["text"] if "text" in dataset.column_names else None
         out = []
-        for uid, words, sentence in zip(dataset["uid"], dataset[field], predictions,
-                                        strict=True):
+        for i, (uid, words, sentence) in enumerate(zip(dataset["uid"], dataset[field],
+                                                       predictions, strict=True)):
             tags = self.tags(task, sentence)
-            out.append({"uid": uid, "tags": tags, "entities": entities(tags, words)})
+            found = entities(tags, words)
+            if texts is not None:  # a text: each entity's characters in it
+                spans = dataset[i]["word_spans"]
+                for entity in found:
+                    entity["start_char"] = spans[entity["start"]][0]
+                    entity["end_char"] = spans[entity["end"]][1]
+                    entity["text"] = texts[i][entity["start_char"]:entity["end_char"]]
+            record = {"uid": uid, "tags": tags, "entities": found}
+            if texts is not None:
+                record["words"] = words
+            out.append(record)
         return out
 
 
