@@ -216,13 +216,12 @@ def model_card(checkpoint: Path, task_name: str | None = None) -> str:
     config = load_yaml(checkpoint / CONFIG_FILE) or {}
     base = base_model(config.get("encoder"))
     pipelines = list(dict.fromkeys(t.task_type.pipeline_tag for t in tasks.values()))
-    front = ["---", f"library_name: {'transformers' if task_name else 'mtdnn'}",
+    front = ["---", f"library_name: {'transformers' if task_name else 'mtdnn'}",  # card data
              *([f"base_model: {base}"] if base else []),
              f"pipeline_tag: {pipelines[0]}",
              f"tags: [mtdnn, multi-task, smart, {', '.join(pipelines)}]", "---", ""]
     if task_name is not None:
-        auto_class = tasks[task_name].task_type.auto_class
-        use = (f"Load it with `transformers.{auto_class}.from_pretrained"
+        use = (f"Load it with `transformers.{tasks[task_name].task_type.auto_class}.from_pretrained"
                "(this_folder)` (add `trust_remote_code=True` if the folder holds "
                "`modeling_mtdnn.py`), or `mtdnn.Predictor`'s export of the whole checkpoint.")
         title = f"# {task_name}: one head of an mtdnn model"

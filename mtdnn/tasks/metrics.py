@@ -8,15 +8,12 @@ Inputs are numpy arrays: class indices for classification (F1's positive class i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from mtdnn.errors import MtdnnError
-
-if TYPE_CHECKING:
-    from mtdnn.tasks.task_def import TaskDef
 
 
 def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
@@ -76,7 +73,7 @@ def score_of(metrics: dict[str, dict[str, float]], best_metric: str) -> float:
     return metrics[task][metric]
 
 
-def check_best_metric(best_metric: str, tasks: dict[str, TaskDef], with_dev: list[str]
+def check_best_metric(best_metric: str, tasks: dict[str, Any], with_dev: list[str]
                       ) -> None:
     """``best_metric`` names a metric of a task with a dev set (``with_dev``), or the mean."""
     allowed = ", ".join(["mean"] + [f"{t}/{m}" for t in with_dev for m in tasks[t].metrics])

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mtdnn.errors import MtdnnError
-from mtdnn.tasks.task_def import TaskDef
-from mtdnn.tasks.task_type import LabelError
+from mtdnn.tasks.task_type import LabelError, TaskDef
 
 
 @dataclass(frozen=True)

@@ -25,20 +25,40 @@ config validation) does not pay for it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     import torch
 
-    from mtdnn.tasks.rows import Origin
-    from mtdnn.tasks.task_def import TaskDef
-
 # Labels a loss and a metric skip: a sub-word after a word's first, padding.
 IGNORED = -100
 
 TOKENIZE_CHUNK = 1000  # examples per tokenizer call
+
+
+class TaskDef(Protocol):
+    """What a type reads of a task definition (:class:`mtdnn.tasks.task_def.TaskDef`,
+    which the types sit below)."""
+
+    name: str
+    type: str
+    inputs: tuple[str, ...]
+    labels: tuple[str, ...]
+    metrics: tuple[str, ...]
+    dropout: float
+    options: dict[str, Any]
+    task_type: Any  # its TaskType
+
+    def option(self, name: str, default: Any = None) -> Any: ...
+
+
+class Origin(Protocol):
+    """Where a row came from (:class:`mtdnn.tasks.rows.Origin`)."""
+
+    def error(self, problem: str, key: str | None = None, allowed: str | None = None
+              ) -> Exception: ...
 
 
 class LabelError(ValueError):

@@ -39,8 +39,7 @@ from mtdnn.tasks.types.classification import ClassLabels
 if TYPE_CHECKING:
     import torch
 
-    from mtdnn.tasks.rows import Origin
-    from mtdnn.tasks.task_def import TaskDef
+    from mtdnn.tasks.task_type import Origin, TaskDef
 
 GROUP = "group"
 

@@ -42,8 +42,7 @@ from mtdnn.tasks.task_type import (
 if TYPE_CHECKING:
     import torch
 
-    from mtdnn.tasks.rows import Origin
-    from mtdnn.tasks.task_def import TaskDef
+    from mtdnn.tasks.task_type import Origin, TaskDef
 
 # word_starts of a word the model did not see, and of padding
 UNSEEN, PADDED = -1, -2
