@@ -25,7 +25,8 @@ def write(tmp_path: Path, text: str, name: str = "tasks.yaml") -> Path:
 def test_shipped_definitions_load_with_expected_tasks() -> None:
     tasks = load_task_defs()
     assert set(tasks) == {"rte", "mrpc", "sst2", "stsb", "cola", "wnli", "qnli", "mnli",
-                          "snli", "scitail"}
+                          "snli", "scitail", "qnli_ranking", "conll2003", "wnut17"}
+    assert tasks["qnli_ranking"].num_outputs == 1 and tasks["conll2003"].num_outputs == 9
     assert tasks["scitail"].labels == ("entails", "neutral")
     assert tasks["snli"].labels == ("entailment", "neutral", "contradiction")
     assert tasks["stsb"].type == "regression" and tasks["stsb"].labels == ()
@@ -53,8 +54,8 @@ INVALID = {
     "wrong type": (GOOD.replace("[accuracy]", "accuracy"), "rte.metrics", "expected a list"),
     "wrong type dropout": (GOOD + "  dropout: high\n", "rte.dropout", "expected a number"),
     "dropout out of range": (GOOD + "  dropout: 1.5\n", "rte.dropout", "out of range"),
-    "unknown task type": (GOOD.replace("classification", "ranking"), "rte.type",
-                          "classification, regression"),
+    "unknown task type": (GOOD.replace("classification", "rankng"), "rte.type",
+                          "did you mean 'ranking'?"),
     "unknown metric": (GOOD.replace("[accuracy]", "[bleu]"), "rte.metrics",
                        "unknown metric 'bleu'"),
     "empty labels": (GOOD.replace("[entailment, not_entailment]", "[]"), "rte.labels",
