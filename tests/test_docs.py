@@ -165,3 +165,14 @@ def test_the_architecture_page_names_modules_that_exist() -> None:
     assert missing == []
     subpackages = {p.parent.name for p in (REPO / "mtdnn").glob("*/__init__.py")} - {"configs"}
     assert {s for s in subpackages if f"`mtdnn/{s}/`" not in page} == set()
+
+
+def test_the_task_types_section_is_what_the_records_give() -> None:
+    spec = importlib.util.spec_from_file_location("task_type_results",
+                                                  REPO / "scripts" / "task_type_results.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    page = (REPO / "docs" / "results.md").read_text()
+    assert script.START in page and script.END in page
+    assert page == script.page_with_block(page), \
+        "docs/results.md is stale: python scripts/task_type_results.py --write"
