@@ -256,3 +256,43 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_same_metrics(
     entries = [json.loads(x) for x in (whole / "metrics.jsonl").read_text().splitlines()]
     smart = [e for e in entries if e["kind"] == "train"]
     assert smart and all(e["adv_loss"] > 0 for e in smart)  # the divergence acted
+
+
+def test_heads_of_three_types_answer_in_one_predictor_call_and_files_rank_candidates(
+        typed_rows: dict[str, Path], prepared_data: Path, tiny_encoder_dir: Path,
+        tmp_path: Path) -> None:
+    from mtdnn import Predictor
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.training.trainer import train
+    from tests.conftest import head_jsonl
+
+    rte = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 16)
+    overrides = ["tasks=[rte,qnli_ranking,conll2003]", f"encoder={tiny_encoder_dir}",
+                 "max_steps=3", "batch_size=4", "progress_bar=false", "precision=fp32",
+                 f"cache_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}"]
+    for task, rows in (("rte", rte), *typed_rows.items()):
+        overrides += [f"tasks.{task}.train={rows}", f"tasks.{task}.dev={rows}"]
+    train(resolve_config(None, overrides))
+    predictor = Predictor(tmp_path / "run/last")
+    (answer,) = predictor.predict([{"sentence1": "A man sleeps.", "sentence2": "He rests.",
+                                    "question": "Who sleeps?", "sentence": "A man sleeps.",
+                                    "tokens": ["Peter", "Blackburn", "sleeps"]}])
+    assert set(answer) == {"rte", "qnli_ranking", "conll2003"}
+    assert answer["rte"]["prediction"] in ("entailment", "not_entailment")
+    assert answer["qnli_ranking"]["rank"] == 1  # a pair alone is its own group
+    assert len(answer["conll2003"]["tags"]) == 3
+    out = tmp_path / "ranked.jsonl"
+    result = predictor.predict_file(typed_rows["qnli_ranking"], out, tasks="qnli_ranking")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 40 and set(result["metrics"]) == {"accuracy", "top1"}
+    groups: dict[str, list[int]] = {}
+    for row in rows:
+        groups.setdefault(row["group"], []).append(row["rank"])
+    assert all(sorted(ranks) == list(range(1, len(ranks) + 1)) for ranks in groups.values())
+
+
+def test_tags_may_be_given_by_position_as_a_hub_dataset_stores_them() -> None:
+    parse = NER.task_type.labels.parse
+    assert parse([1, 2, 0], NER.labels) == parse(["B-PER", "I-PER", "O"], NER.labels)
+    with pytest.raises(Exception, match="by name or by position"):
+        parse([1, 99], NER.labels)

@@ -140,9 +140,15 @@ class TagLabels:
 
     @staticmethod
     def parse(value: Any, labels: tuple[str, ...]) -> list[int]:
+        """Tags by name, or by their positions in the task's list (as a Hugging Face
+        ``Sequence(ClassLabel)`` column stores them, e.g. the hub's ``conll2003``)."""
+        if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool)
+                                           and 0 <= t < len(labels) for t in value):
+            value = [labels[t] for t in value]
         if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
             raise LabelError(f"label {value!r} is not a list of tags",
-                             "a list of tags, one per word")
+                             f"a list of tags, one per word, by name or by position "
+                             f"(0-{len(labels) - 1})")
         for position, tag in enumerate(value):
             if tag not in labels:
                 raise LabelError(f"tag {tag!r} at word {position + 1} is not one of the "
