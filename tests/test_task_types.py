@@ -294,5 +294,8 @@ def test_heads_of_three_types_answer_in_one_predictor_call_and_files_rank_candid
 def test_tags_may_be_given_by_position_as_a_hub_dataset_stores_them() -> None:
     parse = NER.task_type.labels.parse
     assert parse([1, 2, 0], NER.labels) == parse(["B-PER", "I-PER", "O"], NER.labels)
-    with pytest.raises(Exception, match="by name or by position"):
+    from mtdnn.tasks.task_type import LabelError
+
+    with pytest.raises(LabelError, match="not a list of tags") as error:
         parse([1, 99], NER.labels)
+    assert "by name or by position (0-8)" in error.value.allowed
