@@ -1,4 +1,4 @@
-"""Command line: ``python -m mtdnn.data_prep <glue|snli|scitail|ner|all|subsets|groups> ...``.
+"""Command line: ``python -m mtdnn.data_prep <glue|snli|scitail|ner|squad|all|subsets|groups> ...``.
 
 Examples::
 
@@ -20,6 +20,7 @@ from mtdnn.data_prep.glue import glue_sources
 from mtdnn.data_prep.groups import draw_group_split, group_dir
 from mtdnn.data_prep.scitail import scitail_sources
 from mtdnn.data_prep.snli import snli_sources
+from mtdnn.data_prep.squad import squad_sources
 from mtdnn.data_prep.subsets import (
     draw_subsets,
     paper_sizes,
@@ -32,7 +33,7 @@ from mtdnn.files import check_output, read_jsonl
 from mtdnn.tasks.task_def import PACKAGED, load_task_defs
 
 DATASETS = {"glue": glue_sources, "snli": snli_sources, "scitail": scitail_sources,
-            "ner": tagging_sources}
+            "ner": tagging_sources, "squad": squad_sources}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -87,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     groups.add_argument("--positive",
                         help="the label of the candidate that should rank first (default: "
                              "the task's first label); groups without exactly one are left out")
+    groups.add_argument("--keep-all", action="store_true",
+                        help="keep every group (e.g. a span task's articles): no positive "
+                             "is looked for")
     groups.add_argument("--seed", type=int, default=13,
                         help="seed of the permutation of groups (default: %(default)s)")
     groups.add_argument("--out-dir", type=Path,
@@ -156,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         source = _prepared(args, tasks)
         out_dir = args.out_dir or group_dir(args.data_dir, args.task, args.seed)
         manifest = draw_group_split(tasks[args.task], source, out_dir, args.key,
-                                    args.dev_groups, args.seed, args.positive)
+                                    args.dev_groups, args.seed, args.positive,
+                                    keep_all=args.keep_all)
         print(f"manifest: {manifest}")
         return
     if args.command != "subsets":

@@ -53,7 +53,10 @@ def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:
     errors name the raw file and line."""
     origin = Origin(str(path), line=row.line)
     record: dict[str, Any] = {"uid": row.uid}
-    record.update({name: clean(row.texts.get(name)) for name in task.inputs})
+    kind = task.task_type
+    record.update({name: kind.canonical_field(row.texts.get(name)) for name in task.inputs})
+    # other fields the source has (e.g. a question's article) are kept, for grouping
+    record.update({name: value for name, value in row.texts.items() if name not in record})
     if row.label is not None:  # a raw file's label (e.g. "0", "5.000") in canonical form
         try:
             record["label"] = task.task_type.labels.canonical(row.label, task.labels)
@@ -62,11 +65,6 @@ def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:
                                allowed=error.allowed) from None
     validate_row(task, record, origin)
     return record
-
-
-def clean(value: Any) -> Any:
-    """A field's text stripped (a list of words as it is: each word is checked)."""
-    return value if isinstance(value, list) else (value or "").strip()
 
 
 def label_distribution(labels: Iterable[Any], task: TaskDef) -> dict[str, Any]:

@@ -33,14 +33,16 @@ def group_dir(data_dir: Path, task: str, seed: int) -> Path:
 
 
 def draw_group_split(task: TaskDef, source: Path, out_dir: Path, key: str, dev_groups: int,
-                     seed: int, positive: str | None = None, log=print) -> Path:
+                     seed: int, positive: str | None = None, log=print,
+                     keep_all: bool = False) -> Path:
     """Write ``train.jsonl`` and ``dev.jsonl`` of whole groups of ``source`` (rows sharing
     ``key``) into ``out_dir``, with a manifest recording the seed, the source, the group
     sizes and the groups left out. Only groups a ranking task can learn from are kept:
     exactly one ``positive`` row (default: the task's first label) and at least one other.
-    ``dev_groups`` groups go to dev, the rest to train."""
-    positive = positive or task.labels[0]
-    if positive not in task.labels:
+    ``dev_groups`` groups go to dev, the rest to train. ``keep_all`` keeps every group (a
+    span task's articles, say: there is no positive to look for)."""
+    positive = None if keep_all else positive or task.labels[0]
+    if positive is not None and positive not in task.labels:
         raise MtdnnError(f"'{positive}' is not a label of task '{task.name}'", key="--positive",
                          allowed=", ".join(task.labels))
     rows = [(line, obj) for line, obj in read_jsonl(source)]
@@ -55,7 +57,7 @@ def draw_group_split(task: TaskDef, source: Path, out_dir: Path, key: str, dev_g
         group = groups.setdefault(value, f"{task.name}-g{len(groups)}")
         members.setdefault(group, []).append({**obj, "group": group})
     dropped: Counter = Counter()
-    for group, records in list(members.items()):
+    for group, records in list(members.items()) if positive is not None else ():
         found = sum(r.get("label") == positive for r in records)
         reason = ("a single candidate" if len(records) < 2 else
                   f"no '{positive}'" if found == 0 else

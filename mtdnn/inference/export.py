@@ -63,7 +63,7 @@ def hf_model(model: MultiTaskModel, task_name: str, encoder_dir: Path) -> PreTra
             exported = getattr(transformers, kind.auto_class).from_config(config)
         except ValueError:  # a family without a class of that kind
             exported = None
-    head = getattr(exported, "classifier", None)
+    head = getattr(exported, kind.export_head, None)
     base = getattr(exported, "base_model", None)
     pooled = getattr(base, "pooler", None) is not None
     if isinstance(head, nn.Linear) and (pooled or not kind.export_reads_pooler):

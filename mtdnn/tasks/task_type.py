@@ -93,6 +93,7 @@ class TaskType:
     extra_fields: tuple[str, ...] = ()  # canonical fields read besides uid, inputs, label
     auto_class = "AutoModelForSequenceClassification"  # its Hugging Face export class
     export_reads_pooler = True  # the export's head reads the pooler output (not each token)
+    export_head = "classifier"  # the export class's linear head, which takes ours
     pipeline_tag = "text-classification"  # the Hugging Face pipeline its export serves
     target_dtype = "long"  # torch dtype name of the training targets
 
@@ -148,6 +149,11 @@ class TaskType:
         if not value.strip():
             raise MtdnnError(f"{where} is empty", key="examples", allowed="non-empty strings")
         return value
+
+    def canonical_field(self, value: Any) -> Any:
+        """A raw file's field as canonical JSONL stores it: text stripped (a list of words
+        as it is, each word is checked)."""
+        return value if isinstance(value, list) else (value or "").strip()
 
     def parse_label(self, task: TaskDef, label: Any, example: dict[str, Any]) -> Any:
         """A row's label as training reads it (raises :class:`LabelError`)."""

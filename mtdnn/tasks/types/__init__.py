@@ -4,8 +4,15 @@ definition). A new type is a module here with its ``TASK_TYPE``, and one line be
 from __future__ import annotations
 
 from mtdnn.tasks.task_type import TaskType
-from mtdnn.tasks.types import classification, ranking, regression, token_classification
+from mtdnn.tasks.types import (
+    classification,
+    ranking,
+    regression,
+    span_extraction,
+    token_classification,
+)
 
 TASK_TYPES: dict[str, TaskType] = {
     module.TASK_TYPE.name: module.TASK_TYPE
-    for module in (classification, regression, ranking, token_classification)}
+    for module in (classification, regression, ranking, token_classification,
+                   span_extraction)}
