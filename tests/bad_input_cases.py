@@ -131,12 +131,20 @@ def train_args(tmp: Path, ctx: dict, *extra: str,
             f"cache_dir={tmp / 'cache'}", "max_steps=2", "batch_size=2", *extra]
 
 
-def typed_train_args(tmp: Path, ctx: dict, task: str, rows: list[dict]) -> list[str]:
+SQUAD_ROW = {"uid": "q1", "question": "Where is the Eiffel Tower?",
+             "context": "The Eiffel Tower is in Paris.",
+             "label": [{"text": "Paris", "start": 23}]}
+SQUAD_DEF = ("squad:\n  type: span_extraction\n  inputs: [question, context]\n"
+             "  options: {max_answer_length: 30}\n")
+
+
+def typed_train_args(tmp: Path, ctx: dict, task: str, rows: list[dict],
+                     *extra: str) -> list[str]:
     """A run of packaged task ``task`` on a canonical file of ``rows``."""
     train_file = write(tmp / "train.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     return [f"tasks=[{task}]", f"tasks.{task}.train={train_file}", f"tasks.{task}.dev={train_file}",
             f"encoder={ctx['encoder']}", f"output_dir={tmp / 'run'}", "progress_bar=false",
-            f"cache_dir={tmp / 'cache'}", "max_steps=2", "batch_size=2"]
+            f"cache_dir={tmp / 'cache'}", "max_steps=2", "batch_size=2", *extra]
 
 
 def sentence(uid: str, words: list[str], tags: list[str]) -> dict:
@@ -395,6 +403,23 @@ CASES = [
          lambda t, c: typed_train_args(t, c, "qnli_ranking", [
              *GOOD_GROUP, candidate("c2", None, "entailment")]),
          "train.jsonl:3: task 'qnli_ranking': the row has no 'group' key"),
+    Case("data file", "an answer outside its context", "train",
+         lambda t, c: typed_train_args(t, c, "squad", [
+             {**SQUAD_ROW, "uid": "q2", "label": [{"text": "Paris", "start": 40}]}]),
+         "train.jsonl:1: task 'squad': question 'q2': answer 'Paris' does not start at "
+         "character 40 of its context"),
+    Case("data file", "an empty question", "train",
+         lambda t, c: typed_train_args(t, c, "squad", [SQUAD_ROW, {**SQUAD_ROW, "uid": "q3",
+                                                                   "question": "  "}]),
+         "train.jsonl:2: task 'squad': question 'q3': field 'question' is missing or empty"),
+    Case("run config", "a span task whose windows cannot hold its context "
+         "(doc_stride >= max_seq_len)", "train",
+         lambda t, c: typed_train_args(t, c, "squad", [SQUAD_ROW], "max_seq_len=64"),
+         "train.jsonl: key 'squad.options.doc_stride': task 'squad': cannot cut the contexts "
+         "into windows of 64 tokens overlapping by 128"),
+    Case("task definition", "a span task's max_answer_length of 0", "train",
+         lambda t, c: task_def_args(t, c, SQUAD_DEF.replace("30", "0")),
+         "key 'squad.options.max_answer_length': task 'squad': options.max_answer_length is 0"),
     Case("task definition", "unknown key", "train",
          lambda t, c: task_def_args(t, c, GOOD_TASK + "  labelz: [a, b]\n"),
          "key 'rte.labelz': unknown key 'labelz'"),

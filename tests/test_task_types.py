@@ -223,17 +223,21 @@ def test_outside_the_type_modules_nothing_asks_which_type_a_task_is() -> None:
 # ---- resume mid-epoch ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def typed_rows(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from tests.conftest import head_jsonl, run_module
+    from tests.conftest import SHARED_DATA, head_jsonl, run_module
 
     root = tmp_path_factory.mktemp("typed")
     run_module("mtdnn.data_prep", "groups", "--data-dir", str(prepared_data), "--task", "qnli",
                "--key", "question", "--dev-groups", "20", "--out-dir", str(root / "groups"))
+    run_module("mtdnn.data_prep", "squad", "--raw-dir", str(SHARED_DATA),
+               "--out-dir", str(root / "squad_data"))
     return {"conll2003": head_jsonl(prepared_data / "conll2003/train.jsonl",
                                     root / "ner.jsonl", 40),
+            # 12 questions, each context cut into two or more windows at max_seq_len 128
+            "squad": head_jsonl(root / "squad_data/squad/dev.jsonl", root / "squad.jsonl", 12),
             "qnli_ranking": head_jsonl(root / "groups/train.jsonl", root / "rank.jsonl", 40)}
 
 
-@pytest.mark.parametrize("task", ["conll2003", "qnli_ranking"])
+@pytest.mark.parametrize("task", ["conll2003", "qnli_ranking", "squad"])
 def test_a_run_stopped_mid_epoch_resumes_to_the_same_metrics(
         task: str, typed_rows: dict[str, Path], tiny_encoder_dir: Path, tmp_path: Path) -> None:
     rows = typed_rows[task]
@@ -251,7 +255,7 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_same_metrics(
     resumed = subprocess.run([sys.executable, "train.py", f"resume={run}"], cwd=REPO,
                              capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "at step 2" in resumed.stderr  # mid-epoch: 40 rows are 10 batches of 4
+    assert "at step 2" in resumed.stderr  # mid-epoch: an epoch is more than 4 batches of 4
     assert (run / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
     entries = [json.loads(x) for x in (whole / "metrics.jsonl").read_text().splitlines()]
     smart = [e for e in entries if e["kind"] == "train"]
@@ -270,7 +274,8 @@ def test_heads_of_three_types_answer_in_one_predictor_call_and_files_rank_candid
     overrides = ["tasks=[rte,qnli_ranking,conll2003]", f"encoder={tiny_encoder_dir}",
                  "max_steps=3", "batch_size=4", "progress_bar=false", "precision=fp32",
                  f"cache_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}"]
-    for task, rows in (("rte", rte), *typed_rows.items()):
+    for task, rows in (("rte", rte), ("qnli_ranking", typed_rows["qnli_ranking"]),
+                       ("conll2003", typed_rows["conll2003"])):
         overrides += [f"tasks.{task}.train={rows}", f"tasks.{task}.dev={rows}"]
     train(resolve_config(None, overrides))
     predictor = Predictor(tmp_path / "run/last")
@@ -299,3 +304,130 @@ def test_tags_may_be_given_by_position_as_a_hub_dataset_stores_them() -> None:
     with pytest.raises(LabelError, match="not a list of tags") as error:
         parse([1, 99], NER.labels)
     assert "by name or by position (0-8)" in error.value.allowed
+
+
+# ---- span extraction ------------------------------------------------------------------------
+SQUAD = TASKS["squad"]
+
+
+def span_columns(context: str, question: str, answer: str) -> dict[str, list]:
+    start = context.index(answer)
+    return {"uid": ["q1"], "question": [question], "context": [context],
+            "labels": [[{"text": answer, "start": start}]]}
+
+
+def windows(task, columns: dict, tokenizer, length: int) -> dict[str, list]:
+    out, _ = task.task_type.featurize(task, columns, tokenizer, length)
+    return out
+
+
+def test_a_long_context_is_cut_in_overlapping_windows_and_each_points_at_its_answer(
+        tiny_tokenizer) -> None:
+    from dataclasses import replace
+
+    from mtdnn.tasks.types.span_extraction import OUTSIDE
+
+    task = replace(SQUAD, options={"doc_stride": 8})
+    filler = " ".join(f"word{i}" for i in range(40))
+    context = f"{filler} The capital is Paris today. {filler}"
+    out = windows(task, span_columns(context, "What is the capital?", "Paris"),
+                  tiny_tokenizer, 48)
+    assert len(out["uid"]) > 2 and set(out["uid"]) == {"q1"}
+    holding = [labels for labels in out["labels"] if labels != [0, 0]]
+    assert holding  # the windows holding "Paris" point at it, the others at [CLS]
+    for offsets, labels in zip(out["offsets"], out["labels"], strict=True):
+        if labels != [0, 0]:
+            start, end = offsets[labels[0]][0], offsets[labels[1]][1]
+            assert context[start:end] == "Paris"
+        assert offsets[0] == [OUTSIDE, OUTSIDE]  # [CLS] is not the context's
+
+
+def test_an_answer_across_two_windows_and_one_in_the_last_window(tiny_tokenizer) -> None:
+    from dataclasses import replace
+
+    from mtdnn.tasks.types.span_extraction import OUTSIDE
+
+    task = replace(SQUAD, options={"doc_stride": 8})
+    words = [f"w{i}" for i in range(60)]
+    context = " ".join(words) + " the end is near"
+    out = windows(task, span_columns(context, "Where?", "end is near"), tiny_tokenizer, 32)
+    assert out["labels"][-1] != [0, 0]  # the last window holds the answer
+    straddled = 0
+    for i in range(len(words) - 3):
+        answer = " ".join(words[i:i + 3])
+        start = context.index(answer + " ")
+        out = windows(task, {**span_columns(context, "Where?", answer),
+                             "labels": [[{"text": answer, "start": start}]]}, tiny_tokenizer, 32)
+        for offsets, labels in zip(out["offsets"], out["labels"], strict=True):
+            spans = [span for span in offsets if span[0] != OUTSIDE]
+            holds_start = spans[0][0] <= start < spans[-1][1]
+            holds_end = spans[0][0] < start + len(answer) <= spans[-1][1]
+            if holds_start != holds_end:  # the window cuts the answer: it points at [CLS]
+                straddled += 1
+                assert labels == [0, 0]
+            elif holds_start:
+                s, e = offsets[labels[0]][0], offsets[labels[1]][1]
+                assert context[s:e] == answer
+        assert any(labels != [0, 0] for labels in out["labels"])  # another window holds it
+    assert straddled > 0
+
+
+def test_offsets_recover_the_original_text_with_unicode_and_extra_spaces(tiny_tokenizer
+                                                                        ) -> None:
+    context = "Zürich   is  in Switzerland — the café «Odéon» opened in 1911."
+    answer = "café «Odéon»"
+    out = windows(SQUAD, span_columns(context, "Which café?", answer), tiny_tokenizer, 192)
+    (offsets,), ((first, last),) = out["offsets"], out["labels"]
+    assert context[offsets[first][0]:offsets[last][1]] == answer
+
+
+def test_decoding_picks_the_best_span_across_windows_within_the_length_limit() -> None:
+    from dataclasses import replace
+
+    task = replace(SQUAD, options={"max_answer_length": 2})
+    context = "alpha beta gamma delta"
+    offsets = [[-1, -1], [0, 5], [6, 10], [11, 16], [17, 22]]
+    weak, strong = np.full((5, 2), -5.0), np.full((5, 2), -5.0)
+    weak[1, 0], weak[2, 1] = 1.0, 1.0          # "alpha beta": score 2
+    strong[3, 0], strong[4, 1] = 3.0, 3.0       # "gamma delta": score 6
+    strong[1, 0] = 9.0                          # a start whose best end is too far: 3 tokens
+    strong[:, 1][0] = 9.0                       # an end on [CLS] (not the context)
+    dataset = [{"uid": "q", "offsets": offsets, "context": context, "answers": ["gamma delta"]},
+               {"uid": "q", "offsets": offsets, "context": context, "answers": ["gamma delta"]}]
+    found = SQUAD.task_type.answers(task, [weak, strong], dataset)["q"]
+    assert (found["answer"], found["start"], found["end"]) == ("gamma delta", 11, 22)
+    assert SQUAD.task_type.score(task, [weak, strong], dataset) == {"exact_match": 1.0,
+                                                                   "f1": 1.0}
+
+
+@pytest.mark.parametrize(("prediction", "golds", "em", "f1"), [
+    ("the Denver Broncos", ["Denver Broncos"], 1.0, 1.0),          # articles dropped
+    ("Denver Broncos!", ["denver  broncos"], 1.0, 1.0),            # punctuation, case, spaces
+    ("Broncos", ["Denver Broncos", "the Broncos"], 1.0, 1.0),      # the best gold counts
+    ("Denver", ["Denver Broncos"], 0.0, 2 / 3),                    # P 1, R 1/2
+    ("24–10", ["24-10"], 0.0, 0.0),                                # an en dash is not ASCII
+    ("«Odéon»", ["Odéon"], 0.0, 0.0),                              # nor are guillemets
+    ("an apple a day", ["apple day"], 1.0, 1.0),
+])
+def test_exact_match_and_f1_are_the_official_script_s(prediction: str, golds: list[str],
+                                                      em: float, f1: float) -> None:
+    """The values SQuAD v1.1's evaluate-v1.1.py gives (it strips ASCII punctuation only)."""
+    from mtdnn.tasks.types.span_extraction import best_over_golds, exact_match, token_f1
+
+    assert best_over_golds(exact_match, prediction, golds) == em
+    assert best_over_golds(token_f1, prediction, golds) == pytest.approx(f1)
+
+
+def test_the_span_loss_and_divergence() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(2, 6, 2)
+    labels = torch.tensor([[1, 3], [0, 0]])
+    by_hand = np.mean([-torch.log_softmax(logits[b, :, k], -1)[labels[b, k]].item()
+                       for b in range(2) for k in range(2)])
+    assert SQUAD.task_type.loss(logits, labels).item() == pytest.approx(by_hand, rel=1e-5)
+    context = torch.tensor([[0, 1, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1]], dtype=torch.bool)
+    divergence = SQUAD.task_type.divergence("symmetric_kl", {"context_mask": context})
+    moved = logits.clone()
+    moved[~context] += 5.0  # the question and padding do not count
+    assert divergence(logits, moved).item() == pytest.approx(0.0, abs=1e-6)
+    assert divergence(logits, logits + torch.randn(2, 6, 2)).item() > 0

@@ -167,8 +167,13 @@ def _fingerprint(tokenizer: Any) -> str:
 
 
 def _tokenize(columns: dict[str, list], task: TaskDef, tokenizer: Any,
-              max_seq_len: int) -> tuple[dict[str, list], int]:
-    return task.task_type.featurize(task, columns, tokenizer, max_seq_len)
+              max_seq_len: int, path: Path | None = None) -> tuple[dict[str, list], int]:
+    try:
+        return task.task_type.featurize(task, columns, tokenizer, max_seq_len)
+    except MtdnnError as error:  # e.g. windows that cannot fit: name the file they cut
+        if error.file is None and path is not None:
+            error.file = str(path)
+        raise
 
 
 def _to_dataset(columns: dict[str, list], task: TaskDef) -> datasets.Dataset:
@@ -199,7 +204,7 @@ def tokenize_file(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
 def tokenize_examples(columns: dict[str, list], task: TaskDef, tokenizer: Any,
                       max_seq_len: int, path: Path = Path("<memory>")) -> TaskSplit:
     """Tokenize examples given as columns (``uid``, the task's inputs[, ``labels``])."""
-    tokenized, num_truncated = _tokenize(columns, task, tokenizer, max_seq_len)
+    tokenized, num_truncated = _tokenize(columns, task, tokenizer, max_seq_len, path)
     return TaskSplit(task, path, _to_dataset(tokenized, task), num_truncated, False)
 
 
@@ -223,7 +228,7 @@ def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
         dataset = datasets.load_from_disk(str(cached))
         return TaskSplit(task, path, dataset, meta["num_truncated"], from_cache=True)
     columns, num_truncated = _tokenize(read_examples(path, task, require_labels), task,
-                                       tokenizer, max_seq_len)
+                                       tokenizer, max_seq_len, path)
     dataset = _to_dataset(columns, task)
     with atomic_dir(cached) as tmp, _no_progress_bars():
         dataset.save_to_disk(str(tmp))

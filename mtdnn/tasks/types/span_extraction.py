@@ -145,6 +145,15 @@ class SpanExtraction(TaskType):
                     "two text fields: the question, then the context")
         return None
 
+    def check_fields(self, task: TaskDef, example: dict[str, Any], origin: Any) -> None:
+        """Both texts non-empty; an error names the question's id."""
+        for name in task.inputs:
+            text = example.get(name)
+            if not isinstance(text, str) or not text.strip():
+                raise origin.error(f"task '{task.name}': question {example.get('uid')!r}: "
+                                   f"field '{name}' is missing or empty",
+                                   allowed=f"a non-empty {', '.join(task.inputs)} per question")
+
     def canonical_field(self, value: Any) -> Any:
         return value if isinstance(value, str) else ""  # a context keeps its spaces
 
@@ -179,7 +188,8 @@ class SpanExtraction(TaskType):
         except Exception as error:  # the tokenizer's message names stride and length
             raise MtdnnError(f"task '{task.name}': cannot cut the contexts into windows of "
                              f"{max_seq_len} tokens overlapping by {stride}: "
-                             f"{str(error).splitlines()[0]}", key=f"{task.name}.options.doc_stride",
+                             f"{str(error).splitlines()[0].rstrip(', ')}",
+                             key=f"{task.name}.options.doc_stride",
                              allowed="a doc_stride well below max_seq_len minus the longest "
                                      "question's tokens") from None
         out: dict[str, list] = {"uid": [], "input_ids": [], "token_type_ids": [],
