@@ -191,3 +191,61 @@ def test_the_ner_export_s_pipeline_finds_predictor_s_entities(ner_run: Path) -> 
         assert mine == theirs, text
         found += len(mine)
     assert found >= 20  # the comparison covered entities, not only empty sentences
+
+
+def test_the_span_export_answers_as_predictor_does(tmp_path: Path) -> None:
+    """The export of a short SQuAD run, loaded by ``AutoModelForQuestionAnswering`` and run
+    on Hugging Face's QA windows (``return_overflowing_tokens``, the same stride), decoded by
+    an exhaustive search over every start and end, gives ``Predictor``'s answers (text and
+    characters) to 50 questions. (transformers 5 removed the question-answering pipeline.)"""
+    import torch
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from mtdnn import Predictor
+    from mtdnn.config.resolve import resolve_config
+    from mtdnn.inference.export import export_task
+    from mtdnn.training.trainer import train
+    from tests.conftest import SHARED_DATA, run_module
+
+    run_module("mtdnn.data_prep", "squad", "--raw-dir", str(SHARED_DATA),
+               "--out-dir", str(tmp_path / "data"))
+    rows = [json.loads(line) for line in
+            (tmp_path / "data/squad/dev.jsonl").read_text().splitlines()]
+    train_rows = tmp_path / "train.jsonl"
+    train_rows.write_text("".join(json.dumps(r) + "\n" for r in rows[:64]))
+    definition = ("{type: span_extraction, inputs: [question, context], "
+                  "options: {doc_stride: 32, max_answer_length: 15, n_best: 1000}}")
+    train(resolve_config(None, [
+        "tasks=[qa]", f"tasks.qa.definition={definition}", f"tasks.qa.train={train_rows}",
+        "encoder_layers=2", "batch_size=8", "max_steps=6", "max_seq_len=128",
+        "optimizer.lr=1e-3", "eval_every_epoch=false", "progress_bar=false",
+        f"cache_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}"]))
+    out = export_task(tmp_path / "run/last", "qa", tmp_path / "export")
+    questions = rows[2000:2050]
+    ours = Predictor(tmp_path / "run/last", precision="fp32").predict(
+        [(r["question"], r["context"]) for r in questions], tasks=["qa"])
+    model = AutoModelForQuestionAnswering.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    several = 0
+    for row, answer in zip(questions, ours, strict=True):
+        windows = tokenizer(row["question"], row["context"], truncation="only_second",
+                            max_length=128, stride=32, return_overflowing_tokens=True,
+                            return_offsets_mapping=True, padding=True, return_tensors="pt")
+        offsets = windows.pop("offset_mapping")
+        windows.pop("overflow_to_sample_mapping")
+        with torch.inference_mode():
+            logits = model(**windows)
+        best = None
+        for w in range(len(offsets)):
+            context = [i for i, part in enumerate(windows.sequence_ids(w)) if part == 1]
+            for s in context:
+                for e in context:
+                    if s <= e < s + 15:
+                        score = float(logits.start_logits[w, s] + logits.end_logits[w, e])
+                        if best is None or score > best[0]:
+                            best = (score, int(offsets[w, s, 0]), int(offsets[w, e, 1]))
+        several += len(offsets) > 1
+        _, start, end = best
+        assert (answer["qa"]["answer"], answer["qa"]["start"], answer["qa"]["end"]) == \
+            (row["context"][start:end], start, end), row["uid"]
+    assert several >= 10  # many contexts took several windows

@@ -125,7 +125,7 @@ def _check_same_outputs(model: MultiTaskModel, classifier: PreTrainedModel, task
     model.eval()
     ours = model(task_name, **batch)
     model.train(was_training)
-    theirs = classifier(**batch).logits
+    theirs = model.tasks[task_name].task_type.hf_outputs(classifier(**batch))
     if not torch.allclose(ours, theirs, atol=1e-5, rtol=1e-4):
         gap = (ours - theirs).abs().max().item()
         raise MtdnnError(f"the exported model's outputs differ from the checkpoint's (max gap "

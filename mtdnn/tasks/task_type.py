@@ -277,6 +277,10 @@ class TaskType:
         return self.predict(torch.from_numpy(logits), {})
 
     # ---- export -------------------------------------------------------------------------
+    def hf_outputs(self, output: Any) -> torch.Tensor:
+        """The export class's output as this type's head outputs (to check the export)."""
+        return output.logits
+
     def hf_labels(self, task: TaskDef) -> dict[str, Any]:
         """The Hugging Face config's label keys for an export of ``task``."""
         return {"num_labels": self.width(task), **self.labels.hf_config(task.labels)}

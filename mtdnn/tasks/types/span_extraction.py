@@ -267,6 +267,11 @@ class SpanExtraction(TaskType):
 
         return over_context
 
+    def hf_outputs(self, output: Any) -> Any:
+        import torch
+
+        return torch.stack([output.start_logits, output.end_logits], dim=-1)
+
     # ---- prediction -------------------------------------------------------------------
     def predict(self, logits: Any, batch: dict[str, Any]) -> list[np.ndarray]:
         """Each window's start and end logits ``[tokens, 2]``, -inf off the context."""
