@@ -56,15 +56,7 @@ def draw_group_split(task: TaskDef, source: Path, out_dir: Path, key: str, dev_g
                                                   "groups its candidates")
         group = groups.setdefault(value, f"{task.name}-g{len(groups)}")
         members.setdefault(group, []).append({**obj, "group": group})
-    dropped: Counter = Counter()
-    for group, records in list(members.items()) if positive is not None else ():
-        found = sum(r.get("label") == positive for r in records)
-        reason = ("a single candidate" if len(records) < 2 else
-                  f"no '{positive}'" if found == 0 else
-                  f"{found} rows '{positive}'" if found > 1 else None)
-        if reason:
-            dropped[f"groups with {reason}"] += 1
-            del members[group]
+    dropped = _leave_out_unrankable(members, positive) if positive is not None else Counter()
     for reason, count in sorted(dropped.items()):
         log(f"{task.name}: left out {count:,} {reason}")
     names = list(members)
@@ -93,3 +85,18 @@ def draw_group_split(task: TaskDef, source: Path, out_dir: Path, key: str, dev_g
                                  [r.get("label") for r in records if "label" in r], task)}
             log(f"{task.name} {side}: {len(chosen):,} groups, {len(records):,} rows")
         return staging.publish(entries)
+
+
+def _leave_out_unrankable(members: dict[str, list[dict[str, Any]]], positive: str) -> Counter:
+    """Drop the groups a ranking task cannot learn from (not exactly one ``positive``, or a
+    single candidate); the count of each reason."""
+    dropped: Counter = Counter()
+    for group, records in list(members.items()):
+        found = sum(r.get("label") == positive for r in records)
+        reason = ("a single candidate" if len(records) < 2 else
+                  f"no '{positive}'" if found == 0 else
+                  f"{found} rows '{positive}'" if found > 1 else None)
+        if reason:
+            dropped[f"groups with {reason}"] += 1
+            del members[group]
+    return dropped

@@ -21,7 +21,7 @@ EXPECTED_ROWS = {
     "qnli/dev.jsonl": 5_463, "qnli/test.jsonl": 5_463,
     "mnli/dev_matched.jsonl": 9_815, "mnli/dev_mismatched.jsonl": 9_832,
     "conll2003/train.jsonl": 14_041, "conll2003/dev.jsonl": 3_250,
-    "wnut17/train.jsonl": 3_394, "wnut17/dev.jsonl": 1_009,
+    "wnut17/train.jsonl": 3_394, "wnut17/dev.jsonl": 1_009, "squad/dev.jsonl": 10_570,
 }
 
 

@@ -25,7 +25,7 @@ def write(tmp_path: Path, text: str, name: str = "tasks.yaml") -> Path:
 def test_shipped_definitions_load_with_expected_tasks() -> None:
     tasks = load_task_defs()
     assert set(tasks) == {"rte", "mrpc", "sst2", "stsb", "cola", "wnli", "qnli", "mnli",
-                          "snli", "scitail", "qnli_ranking", "conll2003", "wnut17"}
+                          "snli", "scitail", "qnli_ranking", "conll2003", "wnut17", "squad"}
     assert tasks["qnli_ranking"].num_outputs == 1 and tasks["conll2003"].num_outputs == 9
     assert tasks["scitail"].labels == ("entails", "neutral")
     assert tasks["snli"].labels == ("entailment", "neutral", "contradiction")

@@ -45,7 +45,7 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
 
     def dataset(file: Path) -> datasets.Dataset:
         columns = read_examples(file, task, require_labels=True)
-        ds = datasets.Dataset.from_dict({k: columns[k] for k in (*task.inputs, "labels")})
+        ds = datasets.Dataset.from_dict({k: columns[k] for k in ("uid", *task.inputs, "labels")})
         return ds.map(tokenize, batched=True, remove_columns=list(task.inputs))
 
     train, dev = dataset(train_path), dataset(dev_path)

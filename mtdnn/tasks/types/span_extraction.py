@@ -267,6 +267,34 @@ class SpanExtraction(TaskType):
 
         return over_context
 
+    def hf_recipe(self, task: TaskDef, tokenizer: Any, max_seq_len: int) -> tuple[Any, Any]:
+        """Hugging Face's QA example (``run_qa``): the same windows as ours (the tokenizer's
+        overflowing windows with the stride, which is how ``prepare_train_features`` cuts
+        them), ``start_positions``/``end_positions`` on the answer's first and last token
+        or on [CLS], ``DataCollatorWithPadding``; its post-processing (the n-best starts and
+        ends, scored by the sum of their logits) is ours. The columns the decoding reads
+        ride along; ``Trainer`` keeps them from the model."""
+        from transformers import DataCollatorWithPadding
+
+        def tokenize(batch: dict[str, list]) -> dict[str, list]:
+            out, _ = self.featurize(task, batch, tokenizer, max_seq_len)
+            out["start_positions"] = [labels[0] for labels in out["labels"]]
+            out["end_positions"] = [labels[1] for labels in out["labels"]]
+            return out
+
+        return tokenize, DataCollatorWithPadding(tokenizer)
+
+    def hf_predictions(self, task: TaskDef, logits: Any, dataset: Any) -> list[np.ndarray]:
+        """``Trainer.predict``'s (start, end) logits, padded, as our per-window logits."""
+        starts, ends = logits
+        out = []
+        for feature, offsets in enumerate(dataset["offsets"]):
+            values = np.stack([starts[feature, :len(offsets)], ends[feature, :len(offsets)]],
+                              axis=-1).astype(np.float32)
+            values[[span[0] == OUTSIDE for span in offsets]] = -np.inf
+            out.append(values)
+        return out
+
     def hf_outputs(self, output: Any) -> Any:
         import torch
 
