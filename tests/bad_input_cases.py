@@ -416,7 +416,7 @@ CASES = [
          "(doc_stride >= max_seq_len)", "train",
          lambda t, c: typed_train_args(t, c, "squad", [SQUAD_ROW], "max_seq_len=64"),
          "train.jsonl: key 'squad.options.doc_stride': task 'squad': cannot cut the contexts "
-         "into windows of 64 tokens overlapping by 128"),
+         "into windows of 64 tokens overlapping by 64"),
     Case("task definition", "a span task's max_answer_length of 0", "train",
          lambda t, c: task_def_args(t, c, SQUAD_DEF.replace("30", "0")),
          "key 'squad.options.max_answer_length': task 'squad': options.max_answer_length is 0"),

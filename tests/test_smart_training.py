@@ -38,14 +38,14 @@ def tiny_rte(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> l
 def test_forward_passes_per_switch(tiny_rte: list[str], tiny_encoder_dir: Path,
                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    switches: list[str], extra_per_step: int) -> None:
-    calls = []  # encoder passes: training, SMART's extra passes, evaluation all pool
-    original = MultiTaskModel.pool
+    calls = []  # encoder passes: training, SMART's extra passes, evaluation all encode
+    original = MultiTaskModel.encode
 
     def counting(self, *args, **kwargs):
         calls.append(kwargs.get("inputs_embeds") is not None)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(MultiTaskModel, "pool", counting)
+    monkeypatch.setattr(MultiTaskModel, "encode", counting)
     config = resolve_config(None, [*tiny_rte, f"encoder={tiny_encoder_dir}",
                                 f"output_dir={tmp_path}", *switches])
     summary = train(config)
