@@ -22,8 +22,8 @@ from pathlib import Path
 
 from mtdnn.data_prep.canonical import RawRow, SplitSource
 from mtdnn.errors import MtdnnError
+from mtdnn.tasks.iob import iob1_to_iob2, iob2_problem
 from mtdnn.tasks.task_def import TaskDef
-from mtdnn.tasks.types.token_classification import iob1_to_iob2, iob2_problem
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,10 @@ import torch
 
 from mtdnn.tasks.divergences import masked_symmetric_kl, symmetric_kl
 from mtdnn.tasks.heads import ABSENT_SCORE
+from mtdnn.tasks.iob import entities, iob1_to_iob2, iob2_problem, repair_iob2
 from mtdnn.tasks.task_def import load_task_defs
 from mtdnn.tasks.task_type import IGNORED
-from mtdnn.tasks.types.token_classification import (
-    UNSEEN,
-    entities,
-    iob1_to_iob2,
-    iob2_problem,
-    repair_iob2,
-)
+from mtdnn.tasks.types.token_classification import UNSEEN
 from tests.test_crash_safety import INTERRUPT_AT_THIRD_STEP
 
 REPO = Path(__file__).resolve().parent.parent

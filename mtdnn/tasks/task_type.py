@@ -286,6 +286,18 @@ class TaskType:
         return {"num_labels": self.width(task), **self.labels.hf_config(task.labels)}
 
 
+class RaggedTaskType(TaskType):
+    """A type whose predictions are per example and of different sizes (a group's
+    candidates, a sentence's words, a question's windows): lists of arrays, put back in the
+    split's order and averaged example by example."""
+
+    def gather(self, parts: list[Any], order: np.ndarray) -> list[Any]:
+        return gather_ragged(parts, order)
+
+    def ensemble(self, predictions: list[list[np.ndarray]]) -> list[np.ndarray]:
+        return [np.mean(np.stack(found), axis=0) for found in zip(*predictions, strict=True)]
+
+
 def encode_texts(tokenizer: Any, texts: list[list[str]], max_seq_len: int
                  ) -> tuple[list[list[int]], list[list[int]], int]:
     """Token ids and segment ids of one text or a pair per example, truncated to

@@ -28,10 +28,9 @@ import numpy as np
 
 from mtdnn.tasks.task_type import (
     TOKENIZE_CHUNK,
+    RaggedTaskType,
     RowError,
-    TaskType,
     encode_texts,
-    gather_ragged,
     pad_tokens,
 )
 from mtdnn.tasks.types.classification import ClassLabels
@@ -65,7 +64,7 @@ class CandidateLabels(ClassLabels):
         return {"id2label": {0: "score"}, "label2id": {"score": 0}, "problem_type": "regression"}
 
 
-class Ranking(TaskType):
+class Ranking(RaggedTaskType):
     name = "ranking"
     labels = CandidateLabels
     metrics = ("accuracy", "top1")
@@ -188,12 +187,6 @@ class Ranking(TaskType):
         counts = batch["candidate_mask"].sum(-1).cpu().numpy()
         scores = scores.float().cpu().numpy()
         return [row[:count] for row, count in zip(scores, counts, strict=True)]
-
-    def gather(self, parts: list[Any], order: np.ndarray) -> list[np.ndarray]:
-        return gather_ragged(parts, order)
-
-    def ensemble(self, predictions: list[list[np.ndarray]]) -> list[np.ndarray]:
-        return [np.mean(np.stack(found), axis=0) for found in zip(*predictions, strict=True)]
 
     def score(self, task: TaskDef, predictions: Any, dataset: Any) -> dict[str, float]:
         positives = np.asarray(dataset["labels"])

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mtdnn.tasks.task_type import LabelError, TaskType, gather_ragged, pad_tokens
+from mtdnn.tasks.task_type import LabelError, RaggedTaskType, pad_tokens
 
 if TYPE_CHECKING:
     import torch
@@ -113,7 +113,7 @@ class Answers:
         return {}
 
 
-class SpanExtraction(TaskType):
+class SpanExtraction(RaggedTaskType):
     name = "span_extraction"
     labels = Answers
     metrics = ("exact_match", "f1")
@@ -307,12 +307,6 @@ class SpanExtraction(TaskType):
         lengths = batch["attention_mask"].sum(-1).tolist()
         values = values.cpu().numpy()
         return [row[:length] for row, length in zip(values, lengths, strict=True)]
-
-    def gather(self, parts: list[Any], order: np.ndarray) -> list[np.ndarray]:
-        return gather_ragged(parts, order)
-
-    def ensemble(self, predictions: list[list[np.ndarray]]) -> list[np.ndarray]:
-        return [np.mean(np.stack(found), axis=0) for found in zip(*predictions, strict=True)]
 
     def answers(self, task: TaskDef, predictions: Any, dataset: Any) -> dict[str, dict]:
         """Each example's best answer across its windows: text, characters, score."""

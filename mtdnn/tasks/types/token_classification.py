@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mtdnn.tasks.iob import entities, iob2_problem, repair_iob2
 from mtdnn.tasks.task_type import (
     IGNORED,
     TOKENIZE_CHUNK,
     LabelError,
-    TaskType,
-    gather_ragged,
+    RaggedTaskType,
     pad_tokens,
 )
 
@@ -46,49 +46,6 @@ if TYPE_CHECKING:
 
 # word_starts of a word the model did not see, and of padding
 UNSEEN, PADDED = -1, -2
-
-
-def iob2_problem(tags: list[str]) -> tuple[int, str] | None:
-    """(position, problem) of the first tag IOB2 does not allow, else None."""
-    previous = "O"
-    for position, tag in enumerate(tags):
-        if tag.startswith("I-") and previous[2:] != tag[2:]:
-            return position, (f"tag {tag!r} at word {position + 1} continues an entity, but "
-                              f"it follows {previous!r}")
-        previous = tag
-    return None
-
-
-def iob1_to_iob2(tags: list[str]) -> list[str]:
-    """IOB1 (an entity begins with ``I-`` unless it follows one of its type) → IOB2 (every
-    entity begins with ``B-``). A ``B-`` stays a ``B-``, also where IOB1 would not need it."""
-    converted, previous = [], "O"
-    for tag in tags:
-        if tag.startswith("I-") and previous[2:] != tag[2:]:
-            tag = "B-" + tag[2:]
-        converted.append(tag)
-        previous = tag
-    return converted
-
-
-def repair_iob2(tags: list[str]) -> list[str]:
-    """A predicted sequence as valid IOB2: an ``I-TYPE`` that follows no entity of its
-    type begins one (conlleval's reading, and the token-classification pipeline's)."""
-    return iob1_to_iob2(tags)
-
-
-def entities(tags: list[str], words: list[str]) -> list[dict[str, Any]]:
-    """The entities of a valid IOB2 sequence: type, first and last word (0-based), text."""
-    found: list[dict[str, Any]] = []
-    for position, tag in enumerate(tags):
-        if tag.startswith("B-"):
-            found.append({"type": tag[2:], "start": position, "end": position})
-        elif tag.startswith("I-") and found and found[-1]["end"] == position - 1 \
-                and found[-1]["type"] == tag[2:]:
-            found[-1]["end"] = position
-    for entity in found:
-        entity["text"] = " ".join(words[entity["start"]:entity["end"] + 1])
-    return found
 
 
 def words_of(tokenizer: Any, text: str) -> list[tuple[str, tuple[int, int]]]:
@@ -182,7 +139,7 @@ class TagLabels:
                 "label2id": {label: i for i, label in enumerate(labels)}}
 
 
-class TokenClassification(TaskType):
+class TokenClassification(RaggedTaskType):
     name = "token_classification"
     labels = TagLabels
     metrics = ("entity_f1", "entity_precision", "entity_recall")
@@ -372,12 +329,6 @@ class TokenClassification(TaskType):
             words[positions == UNSEEN] = 0.0
             sentences.append(words)
         return sentences
-
-    def gather(self, parts: list[Any], order: np.ndarray) -> list[np.ndarray]:
-        return gather_ragged(parts, order)
-
-    def ensemble(self, predictions: list[list[np.ndarray]]) -> list[np.ndarray]:
-        return [np.mean(np.stack(found), axis=0) for found in zip(*predictions, strict=True)]
 
     def tags(self, task: TaskDef, sentence: np.ndarray) -> list[str]:
         """A sentence's predicted tags, valid IOB2 (a word the model did not see: O)."""
