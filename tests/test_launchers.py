@@ -229,6 +229,15 @@ def submitit_tasks(folder: Path) -> list[int]:
     return found
 
 
+def running_submitit_tasks(folder: Path) -> list[int]:
+    """The job's task processes, once submitit's local executor has started them."""
+    deadline = time.monotonic() + 60
+    while not (tasks := submitit_tasks(folder)):
+        assert time.monotonic() < deadline, "no submitit task found"
+        time.sleep(0.05)
+    return tasks
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds jobs in /proc")
 def test_a_killed_submitit_job_is_retried_and_resumes(prepared_data: Path, tmp_path: Path,
@@ -239,16 +248,43 @@ def test_a_killed_submitit_job_is_retried_and_resumes(prepared_data: Path, tmp_p
     run = tmp_path / "slurmkill/plain/rte/full/seed3"
     launched = launch_and_wait_for_a_checkpoint(config, run, "--launcher", "slurm",
                                                 "launcher.slurm.cluster=local")
-    deadline = time.monotonic() + 60
-    while not (tasks := submitit_tasks(tmp_path / "slurmkill" / "slurm")):
-        assert time.monotonic() < deadline, "no submitit task found"
-        time.sleep(0.05)
+    tasks = running_submitit_tasks(tmp_path / "slurmkill" / "slurm")
     os.kill(tasks[0], signal.SIGKILL)
     killed_at = json.loads((run / "last" / "checkpoint.json").read_text())["step"]
     launched.wait(timeout=900)
     stderr = config.with_suffix(".log").read_text()
     assert launched.returncode == 0, stderr[-3000:]
     assert "its job died" in stderr and "submitted again (retry 1 of 3)" in stderr
+    assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
+                      killed_at)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds jobs in /proc")
+@pytest.mark.parametrize("time_min, case, left", [(240, "preempted", 5), (3, "timed-out", 4)])
+def test_a_signalled_submitit_job_is_requeued_and_resumes(
+        time_min: int, case: str, left: int, prepared_data: Path, tmp_path: Path,
+        uninterrupted: dict) -> None:
+    """Slurm's warning signal (SIGUSR2) before a time limit or a pre-emption: submitit
+    requeues the job, counting a time-out against max_requeues and a pre-emption not, and
+    it is no retry of ours; the job resumes from ``last`` to the uninterrupted run's
+    metrics. submitit judges the signal by the job's time used: with a limit of a few
+    minutes it is a time-out at once, so the signal is sent (as the time limit's controller
+    sends it) once a checkpoint exists, and the cut falls mid-run on any machine."""
+    config = killable_grid(tmp_path, prepared_data, case)
+    run = tmp_path / case / "plain/rte/full/seed3"
+    launched = launch_and_wait_for_a_checkpoint(
+        config, run, "--launcher", "slurm", "launcher.slurm.cluster=local",
+        f"launcher.slurm.time_min={time_min}", "launcher.slurm.max_requeues=5")
+    tasks = running_submitit_tasks(tmp_path / case / "slurm")
+    os.kill(tasks[0], signal.SIGUSR2)
+    killed_at = json.loads((run / "last" / "checkpoint.json").read_text())["step"]
+    launched.wait(timeout=900)
+    stderr = config.with_suffix(".log").read_text()
+    assert launched.returncode == 0, stderr[-3000:]
+    assert "submitted again" not in stderr  # submitit's requeue, not a retry
+    job_log = "\n".join(f.read_text() for f in (tmp_path / case / "slurm").glob("*_log.err"))
+    assert f"this job is {case}" in job_log and f"({left} remaining timeouts)" in job_log
     assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
                       killed_at)
 

@@ -60,6 +60,10 @@ class SlurmResources:
     cluster: Literal["auto", "slurm", "local"] = "auto"
     extra: dict[str, Any] = field(default_factory=dict)  # other sbatch options, e.g. qos
     max_requeues: int = 3  # after a time limit or a pre-emption
+    # how long before time_min the job is signalled (SIGUSR2) to stop and be requeued; it
+    # resumes from its run's last checkpoint
+    signal_delay_s: int = field(default=90, metadata={
+        "check": (lambda v: v >= 0, "a whole number of seconds >= 0")})
 
 
 @dataclass(frozen=True)

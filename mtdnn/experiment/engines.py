@@ -320,16 +320,30 @@ class SubmititEngine(LocalEngine):
         check_slurm_reachable(slurm)
         self.fn, self.threads, self.submitit = fn, launcher.threads(), submitit
         self.max_retries, self.retries = launcher.max_retries, {}
-        self.executor = submitit.AutoExecutor(
-            folder=str(log_dir), cluster=None if slurm.cluster == "auto" else slurm.cluster,
-            slurm_max_num_timeout=slurm.max_requeues)
+        self.executor, self.poll = self.executor_for(submitit, slurm.cluster, slurm.max_requeues,
+                                                     log_dir), 1.0
+        if slurm.cluster == "local":
+            # submitit's local executor: the same jobs, signals and requeues on one machine
+            self.executor.update_parameters(
+                timeout_min=slurm.time_min, signal_delay_s=slurm.signal_delay_s)
+            return
         extra = {"slurm_partition": slurm.partition} if slurm.partition else {}
         if slurm.extra:
             extra["slurm_additional_parameters"] = dict(slurm.extra)
         self.executor.update_parameters(
             name="mtdnn", timeout_min=slurm.time_min, cpus_per_task=launcher.slurm_cpus(),
-            gpus_per_node=slurm.gpus_per_node, mem_gb=slurm.mem_gb, **extra)
-        self.poll = 30.0 if self.executor.cluster == "slurm" else 1.0
+            gpus_per_node=slurm.gpus_per_node, mem_gb=slurm.mem_gb,
+            slurm_signal_delay_s=slurm.signal_delay_s, **extra)
+        self.poll = 30.0
+
+    @staticmethod
+    def executor_for(submitit: Any, cluster: str, max_requeues: int, log_dir: Path) -> Any:
+        """Slurm's executor, or submitit's local one (which takes its requeue count and
+        signal delay only when built by name: AutoExecutor passes them to Slurm alone)."""
+        if cluster == "local":
+            return submitit.LocalExecutor(folder=str(log_dir), max_num_timeout=max_requeues)
+        return submitit.AutoExecutor(folder=str(log_dir), slurm_max_num_timeout=max_requeues,
+                                     cluster="slurm")  # auto: checked to be Slurm above
 
     def submit(self, job: Job, after: Any) -> Any:
         return self.executor.submit(Requeueable(self.fn), *job.args, None, self.threads)
