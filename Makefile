@@ -54,6 +54,8 @@ splits: data
 		--dev-groups 340 --seed 13
 	$(PY) -m mtdnn.data_prep groups --data-dir $(DATA) --task squad --split dev --key article \
 		--keep-all --dev-groups 10 --seed 13
+	$(PY) -m mtdnn.data_prep subsets --data-dir $(DATA) --task squad --split groups/seed13/train \
+		--count 1000 --seed 13
 
 # What the recipe is for, at a small scale (about 10 minutes on 2 cores): data, a short
 # multi-task stage (MNLI + RTE), SciTail 1% fine-tuned from it and from the plain encoder,

@@ -257,27 +257,40 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_same_metrics(
     assert smart and all(e["adv_loss"] > 0 for e in smart)  # the divergence acted
 
 
-def test_heads_of_three_types_answer_in_one_predictor_call_and_files_rank_candidates(
+def test_four_types_train_in_one_smart_stage_and_answer_in_one_predictor_call(
         typed_rows: dict[str, Path], prepared_data: Path, tiny_encoder_dir: Path,
         tmp_path: Path) -> None:
+    """A whole epoch of a stage with a sentence, a ranking, a token and a span task, SMART on
+    each: every step holds one task's minibatch (a span task's batch is of windows), each
+    task's loss and divergence are logged, and every head answers."""
     from mtdnn import Predictor
     from mtdnn.config.resolve import resolve_config
     from mtdnn.training.trainer import train
     from tests.conftest import head_jsonl
 
     rte = head_jsonl(prepared_data / "rte/train.jsonl", tmp_path / "rte.jsonl", 16)
-    overrides = ["tasks=[rte,qnli_ranking,conll2003]", f"encoder={tiny_encoder_dir}",
-                 "max_steps=3", "batch_size=4", "progress_bar=false", "precision=fp32",
-                 f"cache_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}"]
-    for task, rows in (("rte", rte), ("qnli_ranking", typed_rows["qnli_ranking"]),
-                       ("conll2003", typed_rows["conll2003"])):
+    tasks = ("rte", "qnli_ranking", "conll2003", "squad")
+    overrides = [f"tasks=[{','.join(tasks)}]", f"encoder={tiny_encoder_dir}", "epochs=1",
+                 "batch_size=4", "smart.enabled=true", "log_every_steps=1",
+                 "progress_bar=false", "precision=fp32", f"cache_dir={tmp_path / 'cache'}",
+                 f"output_dir={tmp_path / 'run'}"]
+    for task, rows in (("rte", rte), *((t, typed_rows[t]) for t in tasks[1:])):
         overrides += [f"tasks.{task}.train={rows}", f"tasks.{task}.dev={rows}"]
-    train(resolve_config(None, overrides))
+    summary = train(resolve_config(None, overrides))
+    logged = [json.loads(x) for x in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+    steps = [e for e in logged if e["kind"] == "train"]
+    assert len(steps) == summary["steps"]  # one task per step: one line per step
+    assert {e["task"] for e in steps} == set(tasks)
+    assert all(e["adv_loss"] > 0 for e in steps)
+    assert set(summary["last"]["metrics"]) == set(tasks)
+    assert set(summary["last"]["metrics"]["squad"]) == {"exact_match", "f1"}
     predictor = Predictor(tmp_path / "run/last")
     (answer,) = predictor.predict([{"sentence1": "A man sleeps.", "sentence2": "He rests.",
                                     "question": "Who sleeps?", "sentence": "A man sleeps.",
-                                    "tokens": ["Peter", "Blackburn", "sleeps"]}])
-    assert set(answer) == {"rte", "qnli_ranking", "conll2003"}
+                                    "tokens": ["Peter", "Blackburn", "sleeps"],
+                                    "context": "A man sleeps in the park."}])
+    assert set(answer) == set(tasks)
+    assert answer["squad"]["answer"] in "A man sleeps in the park."
     assert answer["rte"]["prediction"] in ("entailment", "not_entailment")
     assert answer["qnli_ranking"]["rank"] == 1  # a pair alone is its own group
     assert len(answer["conll2003"]["tags"]) == 3
