@@ -1,7 +1,7 @@
 """The task types' section of docs/results.md: NER against Hugging Face's recipe, ranking
 against classification on the same QNLI groups, and the mixed-type stage, every number
 from the published records (``results/ner_comparison``, ``results/ranking_comparison``,
-``results/mixed_types``). ``tests/test_docs.py`` holds the page equal to it.
+``results/mixed_types``, ``results/four_types``). ``tests/test_docs.py`` holds the page equal to it.
 
     python scripts/task_type_results.py            # print the block
     python scripts/task_type_results.py --write    # put it into docs/results.md
@@ -92,11 +92,18 @@ def ranking_block() -> list[str]:
             "its examples/s counts questions, two pairs each.)"]
 
 
-def mixed_block() -> list[str]:
-    found = records("mixed_types")
-    config = load_experiment(REPO / "experiments" / "mixed_types.yaml", [])
+def stage_records(experiment: str) -> list[dict]:
+    return [read_record(p, "stage") for p in sorted(
+        (REPO / "results" / experiment / "stages").glob("*/*/result.json"))]
+
+
+def stage_block(experiment: str) -> list[str]:
+    """Each task fine-tuned from the stage beside the same fine-tuning from the plain
+    encoder; then the stage's logged SMART sizes."""
+    found = records(experiment)
+    config = load_experiment(REPO / "experiments" / f"{experiment}.yaml", [])
     lines = ["| task | type | metric | single-task (plain encoder) | multi-task (fine-tuned "
-             "from the mixed stage) | difference |", "|---|---|---|---|---|---|"]
+             "from the stage) | difference |", "|---|---|---|---|---|---|"]
     from mtdnn.tasks.task_def import load_task_defs
 
     tasks = load_task_defs()
@@ -109,17 +116,31 @@ def mixed_block() -> list[str]:
             lines.append(f"| {task} | {tasks[task].type} | {metric} | "
                          f"{mean_std(list(single.values()))} | "
                          f"{mean_std(list(multi.values()))} | {gap} |")
-    return lines
+    stages = stage_records(experiment)
+    if not stages:
+        return lines
+    terms = stages[0]["smart_terms"]
+    return [*lines, "", f"SMART's logged size in the stage (the median of its logged values, all tasks): "
+            f"λ_s·R_s ÷ task loss {terms['adv_ratio']['median']:.1e}, μ·D_Breg ÷ task loss "
+            f"{terms['bregman_ratio']['median']:.1e}, ‖δ‖∞ {terms['delta_linf']['median']:.0e}. "
+            "The multi-task arm has trained on each task twice (the stage's epoch, then its "
+            "own) and the single-task arm once: the difference is what the stage adds, not "
+            "transfer alone."]
+
+
+STAGES = [("mixed_types", "Four tasks of three types in one stage"),
+          ("four_types", "A span task, a token task and two sentence tasks in one stage")]
 
 
 def block() -> str:
     parts = [START, "", "**NER: CoNLL-2003 dev, ours against Hugging Face's recipe** "
              "(`experiments/ner_comparison.yaml`)", "", *ner_block(), "",
              "**QNLI: pairwise ranking against classification, the same groups** "
-             "(`experiments/ranking_comparison.yaml`)", "", *ranking_block(), "",
-             "**Four tasks of three types in one stage** (`experiments/mixed_types.yaml`; "
-             "one seed: differences without a test)", "", *mixed_block(), "", END]
-    return "\n".join(parts)
+             "(`experiments/ranking_comparison.yaml`)", "", *ranking_block(), ""]
+    for experiment, title in STAGES:
+        parts += [f"**{title}** (`experiments/{experiment}.yaml`; one seed: differences "
+                  "without a test)", "", *stage_block(experiment), ""]
+    return "\n".join([*parts, END])
 
 
 def page_with_block(text: str) -> str:
