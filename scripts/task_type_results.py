@@ -119,10 +119,10 @@ def stage_block(experiment: str) -> list[str]:
     stages = stage_records(experiment)
     if not stages:
         return lines
-    terms = stages[0]["smart_terms"]
-    return [*lines, "", f"SMART's logged size in the stage (the median of its logged values, all tasks): "
-            f"λ_s·R_s ÷ task loss {terms['adv_ratio']['median']:.1e}, μ·D_Breg ÷ task loss "
-            f"{terms['bregman_ratio']['median']:.1e}, ‖δ‖∞ {terms['delta_linf']['median']:.0e}. "
+    terms = {name: value["median"] for name, value in stages[0]["smart_terms"].items()}
+    return [*lines, "", "SMART's logged size in the stage (the median of its logged values, "
+            f"all tasks): λ_s·R_s ÷ task loss {terms['adv_ratio']:.1e}, μ·D_Breg ÷ task loss "
+            f"{terms['bregman_ratio']:.1e}, ‖δ‖∞ {terms['delta_linf']:.0e}. "
             "The multi-task arm has trained on each task twice (the stage's epoch, then its "
             "own) and the single-task arm once: the difference is what the stage adds, not "
             "transfer alone."]
