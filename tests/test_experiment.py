@@ -795,11 +795,15 @@ def test_an_older_records_teacher_share_is_computed_from_its_schedule_and_steps(
     assert schedule_start_share(no_teacher) is None
     new = record("new", {"enabled": True}, format=3, teacher_start_share=0.0,
                  dev_entropy={"rte": 0.5})
-    rows = {line.split(" | ")[0]: line for line in smart_terms_table(
-        ["old", "no-teacher", "new"], [old, no_teacher, new]).splitlines()}
+    table = smart_terms_table(["old", "no-teacher", "new"], [old, no_teacher, new])
+    rows = {line.split(" | ")[0]: line for line in table.splitlines()}
     assert rows["| old"].split(" | ")[-2] == "0.55*"
     assert rows["| new"].split(" | ")[-2] == "0"
     assert rows["| no-teacher"].split(" | ")[-2] == "—"
+    # an entropy the record does not hold is said to be unlogged, not left blank
+    assert rows["| new"].split(" | ")[-1] == "0.500 |"
+    assert rows["| old"].split(" | ")[-1] == "not logged |"
+    assert "not logged: records from before the dev entropy was" in table
 
 
 def test_a_grid_run_logs_lines_not_a_progress_bar(tmp_path: Path) -> None:

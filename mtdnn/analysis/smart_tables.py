@@ -29,7 +29,7 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
             "Logged SMART terms (median over runs of each run's median):")
     lines = ["", what, "",
              *table_head(["task", *heads], first="arm")]
-    marked = False
+    marked = unlogged = False
     for arm in arms:
         for task in dict.fromkeys(r["task"] for r in logged if r["arm"] == arm):
             mine = [r for r in logged if r["arm"] == arm and r["task"] == task]
@@ -38,12 +38,16 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
                 share = start_share_cell(mine)
                 entropies = [r["dev_entropy"][task] for r in mine
                              if task in (r.get("dev_entropy") or {})]
-                cells += [share, f"{np.median(entropies):.3f}" if entropies else "—"]
+                cells += [share, f"{np.median(entropies):.3f}" if entropies else "not logged"]
                 marked = marked or share.endswith("*")
+                unlogged = unlogged or not entropies
             lines.append(f"| {arm} | {task} | " + " | ".join(cells) + " |")
     if marked:
         lines += ["", "*: records from before the share was logged: computed from the arm's "
                       "teacher schedule and the run's steps."]
+    if unlogged:
+        lines += ["", "not logged: records from before the dev entropy was (a ChaosNLI "
+                      "breakdown, where there is one, has the entropy per agreement level)."]
     return "\n".join(lines) + "\n" + smart_settings_table(arms, records)
 
 
