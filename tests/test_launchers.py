@@ -69,6 +69,7 @@ def test_the_grid_runs_alike_on_every_launcher_and_a_second_launch_does_nothing(
         found[name] = metrics(out)
         tables[name] = (out / "results.md").read_text()
         assert "[3/3]" in ran.stderr  # the stage and two cells, each reported as it ended
+        assert "\x1b[" not in ran.stderr, name  # every line through our logging, no colours
     assert sorted(found["local"]) == ["mt/rte/full/seed3-stage1", "mt/rte/full/seed4-stage1"]
     assert found["local"] == found["submitit"] == found["ray"]
     assert tables["local"] == tables["submitit"] == tables["ray"]

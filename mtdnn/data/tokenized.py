@@ -235,9 +235,6 @@ def load_split(path: Path, task: TaskDef, tokenizer: Any, max_seq_len: int,
         (tmp / "mtdnn_meta.json").write_text(json.dumps(
             {"source": str(path), "rows": len(dataset), "num_truncated": num_truncated}))
     dataset = datasets.load_from_disk(str(cached))
-    if num_truncated:
-        log.info("%s: %d of %d examples truncated to %d tokens", shown_name(path), num_truncated,
-                 len(dataset), max_seq_len)
     return TaskSplit(task, path, dataset, num_truncated, from_cache=False)
 
 
@@ -288,9 +285,10 @@ def load_task_data(config: TrainConfig, tasks: dict[str, TaskDef], tokenizer: An
                       for path in files[name]]
         for split in (train, dev):
             if split is not None:
-                log.info("%s: %s, %d examples, %d truncated%s", name, shown_name(split.path),
-                         len(split),
-                         split.num_truncated, " (cached)" if split.from_cache else "")
+                log.info("%s: %s, %s%s", name, shown_name(split.path),
+                         task.task_type.describe_split(len(split), split.num_truncated,
+                                                       config.max_seq_len),
+                         " (cached)" if split.from_cache else "")
         limit = config.max_eval_examples
         if dev is not None and limit is not None and len(dev) > limit:
             log.info("%s: scoring the first %d of its %d dev examples (max_eval_examples)",

@@ -181,6 +181,10 @@ class TaskType:
             out["labels"] = columns["labels"]
         return out, truncated
 
+    def describe_split(self, rows: int, truncated: int, max_seq_len: int) -> str:
+        """How a loaded split is described in the log: its rows and what featurize cut."""
+        return f"{rows} examples, {truncated} truncated to {max_seq_len} tokens"
+
     def arrow_types(self) -> dict[str, Any]:
         """Arrow types of the tokenized columns: a smaller cache, built faster than from
         Python's int64 guesses."""

@@ -171,6 +171,10 @@ class SpanExtraction(RaggedTaskType):
         return answers
 
     # ---- featurization ----------------------------------------------------------------
+    def describe_split(self, rows: int, truncated: int, max_seq_len: int) -> str:
+        return (f"{rows} windows of {max_seq_len} tokens, {truncated} contexts cut into "
+                "several windows")
+
     def featurize(self, task: TaskDef, columns: dict[str, list], tokenizer: Any,
                   max_seq_len: int) -> tuple[dict[str, list], int]:
         """One feature per window: its tokens, each token's characters in the context
