@@ -187,16 +187,15 @@ def test_periodic_steps_on_an_epoch_end_save_and_evaluate_once(
 
 def test_one_rule_decides_when_to_save_and_evaluate() -> None:
     from mtdnn.config.resolve import resolve_config
-    from mtdnn.training.timing import checkpoint_due
 
     config = resolve_config(None, ["tasks=[rte]", "eval_every_steps=4", "save_every_steps=3",
                                 "eval_every_epoch=false"])
-    plan = {step: checkpoint_due(config, step, 10, epoch_end=step == 5) for step in range(1, 11)}
+    plan = {step: config.checkpoint_due(step, 10, epoch_end=step == 5) for step in range(1, 11)}
     assert [s for s, (save, _) in plan.items() if save] == [3, 4, 5, 6, 8, 9, 10]
     assert [s for s, (_, evaluate) in plan.items() if evaluate] == [4, 8, 10]
     every_epoch = resolve_config(None, ["tasks=[rte]"])
-    assert checkpoint_due(every_epoch, 5, 10, epoch_end=True) == (True, True)
-    assert checkpoint_due(every_epoch, 6, 10, epoch_end=False) == (False, False)
+    assert every_epoch.checkpoint_due(5, 10, epoch_end=True) == (True, True)
+    assert every_epoch.checkpoint_due(6, 10, epoch_end=False) == (False, False)
 
 
 def test_train_log_holds_every_line_the_run_printed(prepared_data: Path, tiny_encoder_dir: Path,

@@ -286,6 +286,20 @@ class TrainConfig:
             math.ceil(batches_per_epoch * self.epochs / self.optimizer.grad_accum_steps),
         )
 
+    def checkpoint_due(self, step: int, total_steps: int, epoch_end: bool) -> tuple[bool, bool]:
+        """The one rule for (save ``last``, evaluate on dev) after ``step``: evaluate at the
+        last step, every ``eval_every_steps`` and, with ``eval_every_epoch``, at an epoch's
+        end; save whenever evaluating, at every epoch's end (so a run stays resumable) and
+        every ``save_every_steps``."""
+        evaluate = (step >= total_steps or every(self.eval_every_steps, step)
+                    or (epoch_end and self.eval_every_epoch))
+        return evaluate or epoch_end or every(self.save_every_steps, step), evaluate
+
+
+def every(period: int | None, step: int) -> bool:
+    """Whether a periodic action set to every ``period`` steps falls on ``step``."""
+    return bool(period) and step % period == 0
+
 
 def keys_marked(flag: str) -> tuple[str, ...]:
     """The run config's keys (dotted in a section: ``optimizer.lr``) whose field carries

@@ -72,8 +72,9 @@ def evaluate_tasks(model: MultiTaskModel, data: dict[str, TaskSplits], batch_siz
             continue
         predicted = predict_split(model, splits.dev, splits.collator, batch_size, device,
                                   amp_dtype)
-        metrics[task] = split_metrics(splits.dev, predicted)
-        if (value := splits.dev.task.task_type.entropy(predicted)) is not None:
+        kind = splits.dev.task.task_type
+        metrics[task] = kind.score(splits.dev.task, predicted, splits.dev.dataset)
+        if (value := kind.entropy(predicted)) is not None:
             entropy[task] = value
     return metrics, entropy
 
@@ -91,8 +92,3 @@ def task_groups(tasks: list[TaskDef], by_name: bool = True
         fields = tuple(task.inputs) if by_name else len(task.inputs)
         groups.setdefault((task.task_type.layout, fields), []).append(task)
     return [(tuple(group[0].inputs), group) for group in groups.values()]
-
-
-def split_metrics(split: TaskSplit, predicted: Any) -> dict[str, float]:
-    """The task's metrics of ``predicted`` (from :func:`predict_split`) on a labelled split."""
-    return split.task.task_type.score(split.task, predicted, split.dataset)

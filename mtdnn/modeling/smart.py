@@ -274,9 +274,9 @@ class MeanTeacher:
         return {"model": self.model.state_dict(), "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
-        self.model.load_state_dict(state["model"])
         self.updates = int(state["updates"])
         # a function of the schedule alone, so resumed runs need not have saved it
         self.start_share = teacher_start_share(
             self.updates, self.total_updates, self.early, self.late, self.early_fraction,
             self.schedule, self.lag_fraction)
+        self.model.load_state_dict(state["model"])

@@ -4,7 +4,7 @@
 :meth:`TrainingRecipe.train` is the MT-DNN recipe: take the epoch's plan of mixed-task
 steps; for each step, the loss of each minibatch (:func:`mtdnn.modeling.objective.batch_loss`: task
 loss + λ_s R_s + μ D_Breg), backward, then clip, step, schedule, teacher update; log; and
-evaluate and save when :func:`checkpoint_due` says so.
+evaluate and save when the config's ``checkpoint_due`` says so.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import dataclasses
 import json
 import logging
 import math
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,6 @@ from mtdnn.tasks.task_def import select_tasks
 from mtdnn.training.distributed import Distributed, shutdown, start_distributed
 from mtdnn.training.optimization import build_optimizer, build_scheduler
 from mtdnn.training.resume import build_model, resume_checkpoint, resume_training
-from mtdnn.training.timing import TrainingClock, checkpoint_due, due
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,30 @@ def train(config: TrainConfig) -> dict[str, Any]:
             recipe.run_log.detach()
         if recipe.distributed is not None:
             shutdown(recipe.distributed)
+
+
+class TrainingClock:
+    """This process's training time and examples since the run (re)started, evaluation and
+    checkpointing excluded; :meth:`count` brings the state's totals up to now, so that a
+    resumed run reports its whole cost."""
+
+    def __init__(self, state: RunState) -> None:
+        self.started, self.outside, self.examples = time.perf_counter(), 0.0, 0
+        self.seconds_before, self.examples_before = state.train_seconds, state.train_examples
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time spent inside does not count as training."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.outside += time.perf_counter() - started
+
+    def count(self, state: RunState) -> None:
+        state.train_seconds = (self.seconds_before + time.perf_counter() - self.started
+                               - self.outside)
+        state.train_examples = self.examples_before + self.examples
 
 
 class TrainingRecipe:
@@ -183,8 +208,6 @@ class TrainingRecipe:
             plan = self.sampler.plan_epoch()
             for refs in plan[state.position:]:
                 state.position += 1
-                if config.freeze_encoder_steps:
-                    model.freeze_encoder(state.step < config.freeze_encoder_steps)
                 losses = self.backward(refs)
                 state.micro += 1
                 stepped = state.micro % self.accum == 0 and self.optimizer_step(losses)
@@ -194,12 +217,12 @@ class TrainingRecipe:
                     state.sampler_state = self.sampler.state_dict()
                 if stepped:
                     progress.update(1)
-                    if due(config.log_every_steps, state.step) or \
+                    if state.step % config.log_every_steps == 0 or \
                             state.step == self.total_steps:
                         self.log_training(progress)
                 if stepped or epoch_end:
-                    save, evaluate = checkpoint_due(config, state.step, self.total_steps,
-                                                    epoch_end)
+                    save, evaluate = config.checkpoint_due(state.step, self.total_steps,
+                                                           epoch_end)
                     if save:
                         self.save_checkpoint(evaluate)
                     self.stopped_early = evaluate and self.no_progress()
@@ -247,6 +270,8 @@ class TrainingRecipe:
             weight *= self.distributed.world_size
             if (self.state.micro + 1) % self.accum:  # accumulate locally, reduce at the last
                 sync = self.ddp.no_sync()
+        if self.config.freeze_encoder_steps:  # the encoder learns from this step on
+            self.model.freeze_encoder(self.state.step < self.config.freeze_encoder_steps)
         with sync:
             with autocast_context(self.device, self.amp_dtype):
                 result = batch_loss(self.ddp or self.model, self.tasks[ref.task], batch,
