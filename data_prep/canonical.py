@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,24 @@ class SplitSource:
     path: Path
     rows: Iterable[RawRow]
     dropped: Counter = field(default_factory=Counter)
+
+
+def present_splits(root: Path, layouts: dict[str, Any], tasks: dict[str, TaskDef],
+                   rows: Callable[[TaskDef, str, Path, Any], Iterable[RawRow]],
+                   log: Callable[[str], None]) -> list[SplitSource]:
+    """Every split of ``layouts`` (task → a layout with ``folder`` and ``splits``: split →
+    file name) present under ``root``, read by ``rows``; absent ones are reported and
+    skipped."""
+    sources = []
+    for name, layout in layouts.items():
+        for split, filename in layout.splits.items():
+            path = root / layout.folder / filename
+            if not path.is_file():
+                log(f"skip {name} {split}: {path} not found")
+                continue
+            sources.append(SplitSource(tasks[name], split, path,
+                                       rows(tasks[name], split, path, layout)))
+    return sources
 
 
 def canonical_record(task: TaskDef, row: RawRow, path: Path) -> dict[str, Any]:

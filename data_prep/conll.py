@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtdnn.data_prep.canonical import RawRow, SplitSource
+from mtdnn.data_prep.canonical import RawRow, SplitSource, present_splits
 from mtdnn.errors import MtdnnError
 from mtdnn.tasks.iob import iob1_to_iob2, iob2_problem
 from mtdnn.tasks.task_def import TaskDef
@@ -100,13 +100,4 @@ def _rows(task: TaskDef, split: str, path: Path, layout: TaggingLayout) -> Itera
 def tagging_sources(raw_dir: Path, tasks: dict[str, TaskDef], log=print) -> list[SplitSource]:
     """Every CoNLL-2003 and WNUT-17 split present under ``raw_dir``; absent ones are
     reported and skipped."""
-    sources = []
-    for name, layout in LAYOUTS.items():
-        for split, filename in layout.splits.items():
-            path = raw_dir / layout.folder / filename
-            if not path.is_file():
-                log(f"skip {name} {split}: {path} not found")
-                continue
-            sources.append(SplitSource(tasks[name], split, path,
-                                       _rows(tasks[name], split, path, layout)))
-    return sources
+    return present_splits(raw_dir, LAYOUTS, tasks, _rows, log)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtdnn.data_prep.canonical import RawRow, SplitSource
+from mtdnn.data_prep.canonical import RawRow, SplitSource, present_splits
 from mtdnn.data_prep.tsv import column_index, read_tsv
 from mtdnn.tasks.task_def import TaskDef
 
@@ -90,13 +90,4 @@ def glue_sources(raw_dir: Path, tasks: dict[str, TaskDef], log=print) -> list[Sp
     if root is None:
         log(f"skip glue: no GLUE folder under {raw_dir} (looked for {', '.join(GLUE_DIR_NAMES)})")
         return []
-    sources = []
-    for name, layout in GLUE_LAYOUTS.items():
-        for split, filename in layout.splits.items():
-            path = root / layout.folder / filename
-            if not path.is_file():
-                log(f"skip {name} {split}: {path} not found")
-                continue
-            sources.append(SplitSource(tasks[name], split, path,
-                                       _rows(tasks[name], split, path, layout)))
-    return sources
+    return present_splits(root, GLUE_LAYOUTS, tasks, _rows, log)

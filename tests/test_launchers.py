@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from conftest import REPO, head_jsonl
@@ -129,12 +130,12 @@ def killable_grid(folder: Path, prepared_data: Path, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The record of the same run, never interrupted."""
+def uninterrupted(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the same run, never interrupted."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     ran = experiment(killable_grid(folder, prepared_data, "whole"))
     assert ran.returncode == 0, ran.stderr[-3000:]
-    return json.loads((folder / "whole/plain/rte/full/seed3/result.json").read_text())
+    return folder / "whole/plain/rte/full/seed3"
 
 
 def launch_and_wait_for_a_checkpoint(config: Path, run: Path,
@@ -165,17 +166,30 @@ def worker_processes(launcher_pid: int) -> list[int]:
     return found
 
 
-def assert_resumed_to(record: dict, original: dict, killed_at: int) -> None:
+def final_weights(run: Path) -> dict:
+    from safetensors.torch import load_file
+
+    last = run / "last"
+    return {**load_file(last / "encoder" / "model.safetensors"),
+            **{f"head.{k}": v for k, v in load_file(last / "heads.safetensors").items()}}
+
+
+def assert_resumed_to(run: Path, original: Path, killed_at: int) -> None:
+    """The resumed run's record and final weights are the uninterrupted run's."""
+    record, whole = (json.loads((r / "result.json").read_text()) for r in (run, original))
     assert 0 < killed_at < KILL_KEYS["max_steps"]
     assert record["resumed_from_step"] >= killed_at
-    assert record["metrics"] == original["metrics"]
-    assert record["steps"] == original["steps"] == KILL_KEYS["max_steps"]
+    assert record["metrics"] == whole["metrics"]
+    assert record["steps"] == whole["steps"] == KILL_KEYS["max_steps"]
+    mine, theirs = final_weights(run), final_weights(original)
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[name], theirs[name]) for name in mine)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds workers in /proc")
 def test_a_cell_whose_worker_is_killed_is_resumed_by_the_engine(
-        prepared_data: Path, tmp_path: Path, uninterrupted: dict) -> None:
+        prepared_data: Path, tmp_path: Path, uninterrupted: Path) -> None:
     """The local engine submits the job again to a fresh pool; it resumes from ``last``
     and ends with the uninterrupted run's metrics, in the same launch."""
     config = killable_grid(tmp_path, prepared_data, "killed")
@@ -189,8 +203,7 @@ def test_a_cell_whose_worker_is_killed_is_resumed_by_the_engine(
     stderr = config.with_suffix(".log").read_text()
     assert launched.returncode == 0, stderr[-3000:]
     assert "its worker process died; submitted again (retry 1 of 3)" in stderr
-    assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
-                      killed_at)
+    assert_resumed_to(run, uninterrupted, killed_at)
 
 
 @pytest.mark.slow
@@ -242,7 +255,7 @@ def running_submitit_tasks(folder: Path) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds jobs in /proc")
 def test_a_killed_submitit_job_is_retried_and_resumes(prepared_data: Path, tmp_path: Path,
-                                                      uninterrupted: dict) -> None:
+                                                      uninterrupted: Path) -> None:
     """The Slurm launcher (submitit's local executor) submits a job that died again, up to
     max_retries; it resumes from ``last`` to the uninterrupted run's metrics."""
     config = killable_grid(tmp_path, prepared_data, "slurmkill")
@@ -256,8 +269,7 @@ def test_a_killed_submitit_job_is_retried_and_resumes(prepared_data: Path, tmp_p
     stderr = config.with_suffix(".log").read_text()
     assert launched.returncode == 0, stderr[-3000:]
     assert "its job died" in stderr and "submitted again (retry 1 of 3)" in stderr
-    assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
-                      killed_at)
+    assert_resumed_to(run, uninterrupted, killed_at)
 
 
 @pytest.mark.slow
@@ -265,7 +277,7 @@ def test_a_killed_submitit_job_is_retried_and_resumes(prepared_data: Path, tmp_p
 @pytest.mark.parametrize("time_min, case, left", [(240, "preempted", 5), (3, "timed-out", 4)])
 def test_a_signalled_submitit_job_is_requeued_and_resumes(
         time_min: int, case: str, left: int, prepared_data: Path, tmp_path: Path,
-        uninterrupted: dict) -> None:
+        uninterrupted: Path) -> None:
     """Slurm's warning signal (SIGUSR2) before a time limit or a pre-emption: submitit
     requeues the job, counting a time-out against max_requeues and a pre-emption not, and
     it is no retry of ours; the job resumes from ``last`` to the uninterrupted run's
@@ -286,13 +298,12 @@ def test_a_signalled_submitit_job_is_requeued_and_resumes(
     assert "submitted again" not in stderr  # submitit's requeue, not a retry
     job_log = "\n".join(f.read_text() for f in (tmp_path / case / "slurm").glob("*_log.err"))
     assert f"this job is {case}" in job_log and f"({left} remaining timeouts)" in job_log
-    assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
-                      killed_at)
+    assert_resumed_to(run, uninterrupted, killed_at)
 
 
 @pytest.mark.slow
 def test_a_grid_killed_mid_run_resumes_when_launched_again(
-        prepared_data: Path, tmp_path: Path, uninterrupted: dict) -> None:
+        prepared_data: Path, tmp_path: Path, uninterrupted: Path) -> None:
     config = killable_grid(tmp_path, prepared_data, "killed")
     run = tmp_path / "killed/plain/rte/full/seed3"
     launched = launch_and_wait_for_a_checkpoint(config, run)
@@ -303,8 +314,7 @@ def test_a_grid_killed_mid_run_resumes_when_launched_again(
 
     resumed = experiment(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert_resumed_to(json.loads((run / "result.json").read_text()), uninterrupted,
-                      killed_at)
+    assert_resumed_to(run, uninterrupted, killed_at)
 
 
 @pytest.mark.slow

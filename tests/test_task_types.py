@@ -394,6 +394,8 @@ def test_offsets_recover_the_original_text_with_unicode_and_extra_spaces(tiny_to
 def test_decoding_picks_the_best_span_across_windows_within_the_length_limit() -> None:
     from dataclasses import replace
 
+    import datasets
+
     task = replace(SQUAD, options={"max_answer_length": 2})
     context = "alpha beta gamma delta"
     offsets = [[-1, -1], [0, 5], [6, 10], [11, 16], [17, 22]]
@@ -402,8 +404,8 @@ def test_decoding_picks_the_best_span_across_windows_within_the_length_limit() -
     strong[3, 0], strong[4, 1] = 3.0, 3.0       # "gamma delta": score 6
     strong[1, 0] = 9.0                          # a start whose best end is too far: 3 tokens
     strong[:, 1][0] = 9.0                       # an end on [CLS] (not the context)
-    dataset = [{"uid": "q", "offsets": offsets, "context": context, "answers": ["gamma delta"]},
-               {"uid": "q", "offsets": offsets, "context": context, "answers": ["gamma delta"]}]
+    row = {"uid": "q", "offsets": offsets, "context": context, "answers": ["gamma delta"]}
+    dataset = datasets.Dataset.from_list([row, row])  # two windows of one question
     found = SQUAD.task_type.answers(task, [weak, strong], dataset)["q"]
     assert (found["answer"], found["start"], found["end"]) == ("gamma delta", 11, 22)
     assert SQUAD.task_type.score(task, [weak, strong], dataset) == {"exact_match": 1.0,

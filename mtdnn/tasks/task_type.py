@@ -302,6 +302,12 @@ class RaggedTaskType(TaskType):
         return [np.mean(np.stack(found), axis=0) for found in zip(*predictions, strict=True)]
 
 
+def first_duplicate(names: tuple[str, ...]) -> str | None:
+    """The first (in sorted order) name given more than once, for a label list's check."""
+    repeated = sorted({x for x in names if names.count(x) > 1})
+    return repeated[0] if repeated else None
+
+
 def encode_texts(tokenizer: Any, texts: list[list[str]], max_seq_len: int
                  ) -> tuple[list[list[int]], list[list[int]], int]:
     """Token ids and segment ids of one text or a pair per example, truncated to

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mtdnn.tasks.task_type import LabelError, TaskType
+from mtdnn.tasks.task_type import LabelError, TaskType, first_duplicate
 
 
 class ClassLabels:
@@ -31,9 +31,8 @@ class ClassLabels:
                     "an ordered list of two or more distinct strings")
         if any(not label.strip() for label in labels):
             return "labels must be non-empty strings", "non-empty strings"
-        duplicates = sorted({x for x in labels if labels.count(x) > 1})
-        if duplicates:
-            return f"duplicate label '{duplicates[0]}'", "distinct labels"
+        if (duplicate := first_duplicate(labels)) is not None:
+            return f"duplicate label '{duplicate}'", "distinct labels"
         return None
 
     @staticmethod

@@ -316,17 +316,19 @@ class SpanExtraction(RaggedTaskType):
         """Each example's best answer across its windows: text, characters, score."""
         limit, n_best = self.option(task, "max_answer_length"), self.option(task, "n_best")
         context_field = task.inputs[1]
+        # whole columns at once: a dataset read row by row decodes every column each time
+        uids, offsets, golds, contexts = (dataset[name] for name in
+                                          ("uid", "offsets", "answers", context_field))
         best: dict[str, dict] = {}
         for feature, logits in enumerate(predictions):
-            row = dataset[feature]
-            found = best_span(logits, row["offsets"], limit, n_best)
-            uid = row["uid"]
+            found = best_span(logits, offsets[feature], limit, n_best)
+            uid = uids[feature]
             if uid not in best:
                 best[uid] = {"answer": "", "start": 0, "end": 0, "score": -np.inf,
-                             "golds": row["answers"]}
+                             "golds": golds[feature]}
             if found is not None and found[2] > best[uid]["score"]:
                 start, end, score = found
-                best[uid].update(answer=row[context_field][start:end], start=start, end=end,
+                best[uid].update(answer=contexts[feature][start:end], start=start, end=end,
                                  score=score)
         return best
 

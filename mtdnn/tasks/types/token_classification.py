@@ -36,6 +36,7 @@ from mtdnn.tasks.task_type import (
     TOKENIZE_CHUNK,
     LabelError,
     RaggedTaskType,
+    first_duplicate,
     pad_tokens,
 )
 
@@ -83,9 +84,8 @@ class TagLabels:
         allowed = "O and, for each entity type, B-TYPE and I-TYPE (IOB2)"
         if "O" not in labels:
             return f"the tag list {list(labels)} has no 'O'", allowed
-        duplicates = sorted({x for x in labels if labels.count(x) > 1})
-        if duplicates:
-            return f"duplicate tag '{duplicates[0]}'", "distinct tags"
+        if (duplicate := first_duplicate(labels)) is not None:
+            return f"duplicate tag '{duplicate}'", "distinct tags"
         odd = [tag for tag in labels if tag != "O" and tag[:2] not in ("B-", "I-")]
         if odd or any(len(tag) < 3 for tag in labels if tag != "O"):
             return f"tag {(odd or [labels[0]])[0]!r} is neither O, B-TYPE nor I-TYPE", allowed
