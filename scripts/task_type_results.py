@@ -52,26 +52,47 @@ def planned(experiment: str, arm: str) -> int:
     return len(run_seeds(config, arm))
 
 
-def ner_block() -> list[str]:
-    found = records("ner_comparison")
-    metrics = ["entity_f1", "entity_precision", "entity_recall"]
-    lines = ["| arm | runs | entity F1 | precision | recall | training examples/s |",
-             "|---|---|---|---|---|---|"]
-    arms = [("ours", "mtdnn (ours)"), ("hf-trainer", "Hugging Face Trainer")]
-    for arm, name in arms:
-        cells = [mean_std(list(seeded_values(found, arm, "conll2003", m).values()))
-                 for m in metrics]
-        runs = len(seeded_values(found, arm, "conll2003", "entity_f1"))
-        lines.append(f"| {name} | {runs} of {planned('ner_comparison', arm)} | "
+def against_hf_block(experiment: str, task: str, metrics: dict[str, str], headline: list[str],
+                     unit: str) -> list[str]:
+    """Ours against Hugging Face's recipe on one task: each arm's runs and metrics, then
+    ours − theirs on each ``headline`` metric with the acceptance bar (mean within 1
+    point, or ours higher)."""
+    found = records(experiment)
+    lines = [f"| arm | runs | {' | '.join(metrics.values())} | training {unit}/s |",
+             "|---|---|" + "---|" * len(metrics) + "---|"]
+    for arm, name in (("ours", "mtdnn (ours)"), ("hf-trainer", "Hugging Face Trainer")):
+        cells = [mean_std(list(seeded_values(found, arm, task, m).values())) for m in metrics]
+        runs = len(seeded_values(found, arm, task, headline[0]))
+        lines.append(f"| {name} | {runs} of {planned(experiment, arm)} | "
                      f"{' | '.join(cells)} | {speed(found, arm)} |")
-    ours = seeded_values(found, "ours", "conll2003", "entity_f1")
-    theirs = seeded_values(found, "hf-trainer", "conll2003", "entity_f1")
-    complete = len(ours) == len(theirs) == planned("ner_comparison", "ours")
-    gap = np.mean(list(ours.values())) - np.mean(list(theirs.values())) if complete else None
-    verdict = ("running" if gap is None else
-               "holds (ours within 1 point, or higher)" if gap > -1 else "does not hold")
-    return [*lines, "", f"Entity F1, ours − Hugging Face: {paired(ours, theirs)}; the "
-            f"acceptance bar (mean within 1 point, or higher) {verdict}. One comparison."]
+    lines.append("")
+    for metric in headline:
+        ours = seeded_values(found, "ours", task, metric)
+        theirs = seeded_values(found, "hf-trainer", task, metric)
+        complete = len(ours) == len(theirs) == planned(experiment, "ours")
+        gap = np.mean(list(ours.values())) - np.mean(list(theirs.values())) if complete else None
+        verdict = ("running" if gap is None else
+                   "holds (ours within 1 point, or higher)" if gap > -1 else "does not hold")
+        label = metrics[metric][0].upper() + metrics[metric][1:]
+        lines.append(f"{label}, ours − Hugging Face: {paired(ours, theirs)}; the "
+                     f"acceptance bar (mean within 1 point, or higher) {verdict}.")
+    count = {1: "One comparison.", 2: "Two comparisons, not corrected."}[len(headline)]
+    lines[-1] += f" {count}"
+    return lines
+
+
+def ner_block() -> list[str]:
+    return against_hf_block("ner_comparison", "conll2003",
+                            {"entity_f1": "entity F1", "entity_precision": "precision",
+                             "entity_recall": "recall"}, ["entity_f1"], "examples")
+
+
+def squad_block() -> list[str]:
+    return [*against_hf_block("squad_comparison", "squad",
+                              {"exact_match": "exact match", "f1": "F1"},
+                              ["exact_match", "f1"], "features"),
+            "(A feature is one window of a context: an example with a long context gives "
+            "several.)"]
 
 
 def ranking_block() -> list[str]:
@@ -136,7 +157,10 @@ def block() -> str:
     parts = [START, "", "**NER: CoNLL-2003 dev, ours against Hugging Face's recipe** "
              "(`experiments/ner_comparison.yaml`)", "", *ner_block(), "",
              "**QNLI: pairwise ranking against classification, the same groups** "
-             "(`experiments/ranking_comparison.yaml`)", "", *ranking_block(), ""]
+             "(`experiments/ranking_comparison.yaml`)", "", *ranking_block(), "",
+             "**SQuAD v1.1: ours against Hugging Face's question-answering recipe** "
+             "(`experiments/squad_comparison.yaml`; train and dev carved from SQuAD dev by "
+             "article)", "", *squad_block(), ""]
     for experiment, title in STAGES:
         parts += [f"**{title}** (`experiments/{experiment}.yaml`; one seed: differences "
                   "without a test)", "", *stage_block(experiment), ""]
