@@ -948,3 +948,21 @@ def test_a_multitask_runs_size_is_the_rows_of_its_tasks_train_files(tmp_path: Pa
         "train": {"tasks": {"rte": {}, "mrpc": {"train": str(tmp_path / "mine.jsonl")}}}}))
     sizes = subset_sizes(load_experiment(config, []), "multitask")
     assert sizes["full"]["size"] == 8 and sizes["full"]["available"]
+
+
+def test_a_hugging_face_baseline_run_saves_and_continues_from_its_checkpoint(
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    """The hf_trainer backend reads save_every_steps: it saves, and a run started again
+    continues from its latest checkpoint (and counts its speed over its own steps)."""
+    from mtdnn.training.hf_trainer import finetune
+
+    rows = head_jsonl(prepared_data / "rte" / "train.jsonl", tmp_path / "rte.jsonl", 32)
+    common = {"epochs": 1, "lr": 5e-5, "batch_size": 8, "seed": 3, "max_seq_len": 64,
+              "encoder": str(tiny_encoder_dir), "save_every": 2}
+    first = finetune("rte", rows, rows, tmp_path / "hf", max_steps=2, **common)
+    assert first["resumed_from_step"] == 0 and first["steps"] == 2
+    assert (tmp_path / "hf/trainer/checkpoint-2").is_dir()
+    again = finetune("rte", rows, rows, tmp_path / "hf", max_steps=4, **common)
+    assert again["resumed_from_step"] == 2 and again["steps"] == 4
+    assert sorted(p.name for p in (tmp_path / "hf/trainer").glob("checkpoint-*")) == \
+        ["checkpoint-4"]  # the latest kept

