@@ -1,7 +1,8 @@
-"""The task types' section of docs/results.md: NER against Hugging Face's recipe, ranking
-against classification on the same QNLI groups, and the mixed-type stage, every number
-from the published records (``results/ner_comparison``, ``results/ranking_comparison``,
-``results/mixed_types``, ``results/four_types``). ``tests/test_docs.py`` holds the page equal to it.
+"""The task types' section of docs/results.md: NER and SQuAD against Hugging Face's
+recipes, ranking against classification on the same QNLI groups, and the two multi-type
+stages, every number from the published records (``results/ner_comparison``,
+``results/squad_comparison``, ``results/ranking_comparison``, ``results/mixed_types``,
+``results/four_types``). ``tests/test_docs.py`` holds the page equal to it.
 
     python scripts/task_type_results.py            # print the block
     python scripts/task_type_results.py --write    # put it into docs/results.md

@@ -320,8 +320,8 @@ class SubmititEngine(LocalEngine):
         check_slurm_reachable(slurm)
         self.fn, self.threads, self.submitit = fn, launcher.threads(), submitit
         self.max_retries, self.retries = launcher.max_retries, {}
-        self.executor, self.poll = self.executor_for(submitit, slurm.cluster, slurm.max_requeues,
-                                                     log_dir), 1.0
+        self.executor = self.executor_for(submitit, slurm.cluster, slurm.max_requeues, log_dir)
+        self.poll = 1.0 if slurm.cluster == "local" else 30.0  # Slurm's queue: poll gently
         if slurm.cluster == "local":
             # submitit's local executor: the same jobs, signals and requeues on one machine
             self.executor.update_parameters(
@@ -334,7 +334,6 @@ class SubmititEngine(LocalEngine):
             name="mtdnn", timeout_min=slurm.time_min, cpus_per_task=launcher.slurm_cpus(),
             gpus_per_node=slurm.gpus_per_node, mem_gb=slurm.mem_gb,
             slurm_signal_delay_s=slurm.signal_delay_s, **extra)
-        self.poll = 30.0
 
     @staticmethod
     def executor_for(submitit: Any, cluster: str, max_requeues: int, log_dir: Path) -> Any:
