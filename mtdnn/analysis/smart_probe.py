@@ -55,13 +55,13 @@ def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = N
     from mtdnn.runs.randomness import seed_everything
     from mtdnn.tasks.task_def import select_tasks
     from mtdnn.training.distributed import choose_device
-    from mtdnn.training.resume import build_model
+    from mtdnn.training.resume import build_model, start_checkpoint
 
     if checkpoint is not None:
         config = dataclasses.replace(config, init_checkpoint=str(checkpoint))
     tasks = select_tasks(config)
     seed_everything(config.seed)  # a fresh head is drawn from the run's seed: same table twice
-    model, tokenizer = build_model(config, tasks, None)
+    model, tokenizer = build_model(config, tasks, start_checkpoint(config))
     data = load_task_data(config, tasks, tokenizer, canonical_files(config, tasks))[task_name]
     device, _ = choose_device(config)
     return Probed(config, tasks[task_name], model.to(device), data, device)

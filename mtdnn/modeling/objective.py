@@ -12,10 +12,13 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import torch
 
 from mtdnn.config.smart_config import SmartConfig
+from mtdnn.errors import MtdnnError
 from mtdnn.modeling.model import MultiTaskModel
 from mtdnn.modeling.smart import (
     MeanTeacher,
@@ -105,10 +108,12 @@ def smart_adv_weights(smart: SmartConfig, tasks: dict[str, TaskDef]) -> dict[str
             else task.smart.adv_weight for name, task in tasks.items()}
 
 
-def build_teacher(model: torch.nn.Module, smart: SmartConfig, total_steps: int
+def build_teacher(model: torch.nn.Module, smart: SmartConfig, total_steps: int,
+                  saved: dict[str, Any] | None = None, resumed: Path | None = None
                   ) -> MeanTeacher | None:
     """The mean teacher θ̃ of the Bregman term, over the run's ``total_steps`` updates;
-    ``None`` when the run has no Bregman term."""
+    ``None`` when the run has no Bregman term. A run resumed from checkpoint ``resumed``
+    continues its ``saved`` teacher."""
     if not (smart.enabled and smart.bregman_weight > 0):
         return None
     updates = total_steps // smart.teacher_update_every
@@ -120,7 +125,13 @@ def build_teacher(model: torch.nn.Module, smart: SmartConfig, total_steps: int
             "smart.teacher_schedule=paper", smart.teacher_lag_fraction, updates,
             smart.bregman_weight,
             math.floor(1 / smart.teacher_lag_fraction) * smart.teacher_update_every)
-    return MeanTeacher(model, updates,
-                       smart.teacher_beta_early, smart.teacher_beta_late,
-                       smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared",
-                       schedule=smart.teacher_schedule, lag_fraction=smart.teacher_lag_fraction)
+    teacher = MeanTeacher(model, updates,
+                          smart.teacher_beta_early, smart.teacher_beta_late,
+                          smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared",
+                          schedule=smart.teacher_schedule, lag_fraction=smart.teacher_lag_fraction)
+    if resumed is not None:
+        if saved is None:
+            raise MtdnnError("the checkpoint has no SMART teacher, but this run keeps one",
+                             file=resumed, key="resume", allowed="resume with the same smart.*")
+        teacher.load_state_dict(saved)
+    return teacher

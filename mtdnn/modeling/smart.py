@@ -237,7 +237,7 @@ class MeanTeacher:
                  schedule: str = "paper", lag_fraction: float = PAPER_LAG_FRACTION) -> None:
         if schedule not in TEACHER_SCHEDULES:
             raise ValueError(f"unknown teacher schedule {schedule!r}; one of {TEACHER_SCHEDULES}")
-        self.model = copy.deepcopy(model).train(dropout)
+        self.model: nn.Module = copy.deepcopy(model).train(dropout)
         self.dropout = dropout
         for parameter in self.model.parameters():
             parameter.requires_grad_(False)

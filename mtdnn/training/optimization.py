@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 import torch
 from torch import nn
@@ -94,6 +95,22 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimizerConfig,
                     "warmup_steps below %d, or warmup_ratio instead", warmup, total_steps,
                     100 * total_steps / warmup, total_steps)
     return SCHEDULES[config.schedule](optimizer, warmup, total_steps, config)
+
+
+def resume_optimization(optimizer: torch.optim.Optimizer, scheduler: LambdaLR, total_steps: int,
+                        saved: dict[str, Any], extended: dict[str, tuple[Any, Any]]) -> None:
+    """The optimizer and schedule of a resumed run as ``saved`` (its training state) holds
+    them; after the schedule is built, whose first step sets the learning rates afresh. A
+    run ``extended`` (keys made longer, as (saved, now)) follows the longer schedule from
+    the step it reached."""
+    optimizer.load_state_dict(saved["optimizer"])
+    scheduler.load_state_dict(saved["scheduler"])
+    if extended:
+        log.info("extending the run (%s) to %d steps: from step %d the learning rate follows "
+                 "the %d-step schedule (now %.3g)", ", ".join(
+                     f"{key} {old} → {new}" for key, (old, new) in extended.items()),
+                 total_steps, scheduler.last_epoch + 1, total_steps,
+                 follow_new_schedule(optimizer, scheduler))
 
 
 def follow_new_schedule(optimizer: torch.optim.Optimizer, scheduler: LambdaLR) -> float:
