@@ -170,3 +170,31 @@ def test_the_printed_resume_command_continues_the_run_as_it_is_written(
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resumed from" in resumed.stderr and "at step 2" in resumed.stderr
     assert (run / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
+
+
+def test_a_pcgrad_run_resumes_to_the_same_metrics(prepared_data: Path, tiny_encoder_dir: Path,
+                                                  tmp_path: Path) -> None:
+    """PCGrad projects the task gradients in a random order: a resumed run draws the order
+    the uninterrupted one would have drawn, so that its steps are the same steps."""
+    tasks = ("rte", "mrpc", "sst2")  # with three, the order of the projections matters
+    rows = {task: head_jsonl(prepared_data / f"{task}/train.jsonl", tmp_path / f"{task}.jsonl",
+                             32) for task in tasks}
+    common = [f"tasks=[{','.join(tasks)}]", "sampler.kind=cycle",
+              *(f"tasks.{task}.{split}={rows[task]}" for task in tasks
+                for split in ("train", "dev")),
+              "pcgrad=true", f"encoder={tiny_encoder_dir}", "batch_size=4", "max_steps=6",
+              "save_every_steps=1", "progress_bar=false", "precision=fp32",
+              f"cache_dir={tmp_path / 'cache'}"]
+    whole, run = tmp_path / "whole", tmp_path / "run"
+    done = subprocess.run([sys.executable, "train.py", *common, f"output_dir={whole}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stopped = subprocess.run([sys.executable, "-c", INTERRUPT_AT_THIRD_STEP, *common,
+                              f"output_dir={run}"], cwd=REPO, capture_output=True, text=True)
+    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    resumed = subprocess.run([sys.executable, "train.py", f"resume={run}"], cwd=REPO,
+                             capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    entries = [json.loads(x) for x in (whole / "metrics.jsonl").read_text().splitlines()]
+    assert any(e.get("pcgrad_conflicts", 0) > 0 for e in entries)  # projections happened
+    assert (run / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()

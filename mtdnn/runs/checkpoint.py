@@ -220,14 +220,15 @@ def keep_model_only(run_dir: Path) -> int:
 
 
 def training_state(state: RunState, optimizer: torch.optim.Optimizer, scheduler: Any,
-                   scaler: torch.amp.GradScaler) -> dict[str, Any]:
-    """Everything besides the weights that resuming needs."""
+                   scaler: torch.amp.GradScaler, surgery_rng: Any) -> dict[str, Any]:
+    """Everything besides the weights that resuming needs; ``surgery_rng``: the generator of
+    PCGrad's projection order (a numpy ``Generator``)."""
     return {
         "run": {**state.__dict__, "running": dict(state.running)},
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
         "scaler": scaler.state_dict(),
-        "rng": rng_state(),
+        "rng": rng_state(surgery_rng),
     }
 
 

@@ -18,16 +18,22 @@ def seed_everything(seed: int) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
-def rng_state() -> dict[str, Any]:
-    """Python's, numpy's and torch's (CPU and CUDA) random states."""
+def rng_state(*generators: np.random.Generator) -> dict[str, Any]:
+    """Python's, numpy's and torch's (CPU and CUDA) random states, and those of the run's
+    own ``generators`` (PCGrad's projection order)."""
     return {"python": random.getstate(), "numpy": np.random.get_state(),
             "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "generators": [generator.bit_generator.state for generator in generators]}
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any], *generators: np.random.Generator) -> None:
+    """Put back what :func:`rng_state` saved (a checkpoint saved before the run's own
+    generators were kept leaves them as seeded)."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     if state["cuda"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+    for generator, saved in zip(generators, state.get("generators", []), strict=False):
+        generator.bit_generator.state = saved

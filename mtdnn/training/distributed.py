@@ -80,10 +80,13 @@ class Distributed:
             g.copy_(flat[offset:offset + g.numel()].view_as(g))
             offset += g.numel()
 
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """``model`` in ``DistributedDataParallel`` (gradients averaged across ranks)."""
+    def wrap(self, model: torch.nn.Module, summed_by_hand: bool) -> torch.nn.Module | None:
+        """``model`` in ``DistributedDataParallel`` (gradients averaged across ranks); none in
+        one process, or where the gradients are ``summed_by_hand`` (:meth:`sum_gradients`)."""
         from torch.nn.parallel import DistributedDataParallel
 
+        if not self.enabled or summed_by_hand:
+            return None
         devices = [self.local_rank] if next(model.parameters()).is_cuda else None
         return DistributedDataParallel(model, device_ids=devices,
                                        find_unused_parameters=True)

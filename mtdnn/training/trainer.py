@@ -175,12 +175,12 @@ class TrainingRecipe:
         # DDP's all-reduce fits a step of one forward and one backward; SMART's R_s and
         # PCGrad do not, so their runs sum the gradients by hand (mtdnn.training.distributed).
         hand_summed = any(self.adv_weights.values()) or config.pcgrad
-        self.ddp = (self.distributed.wrap(self.model)
-                    if self.distributed.enabled and not hand_summed else None)
-        self.run = self.planned.start() if self.main else RunDir(config.output_dir)  # rank 0 writes it
+        self.ddp = self.distributed.wrap(self.model, hand_summed)
+        # rank 0 writes the run folder and its log; the other ranks only name the folder
+        self.run = self.planned.start() if self.main else RunDir(config.output_dir)
         self.run_log = attach_run_log(self.planned, config, self.early) if self.main else None
         if saved:  # last: setup drew from the generators; the run goes on from here
-            set_rng_state(saved["rng"])
+            set_rng_state(saved["rng"], self.surgery_rng)
         self.state.trained_by.append({"from_step": self.state.step,
                                       "code_version": code_version(),
                                       "machine": machine_description()})
@@ -417,7 +417,8 @@ class TrainingRecipe:
                      " (best)" if is_best else "")
             info.update(metrics=metrics, score=score)
         save_last(self.run, self.model, self.tokenizer, self.planned.config_yaml,
-                  info, training_state(state, self.optimizer, self.scheduler, self.scaler),
+                  info, training_state(state, self.optimizer, self.scheduler, self.scaler,
+                                 self.surgery_rng),
                   self.teacher, is_best=is_best,
                   keep_last_n=config.keep_last_n if evaluate else None)
 
