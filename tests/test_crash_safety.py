@@ -146,6 +146,19 @@ with mock.patch("torch.nn.utils.clip_grad_norm_", interrupted):
 """
 
 
+def whole_and_stopped(common: list[str], tmp_path: Path) -> tuple[Path, Path, str]:
+    """Train ``common`` to its end in ``whole``, and again in ``run`` stopped by Ctrl-C at
+    the third step; returns both folders and what the stopped run printed."""
+    whole, run = tmp_path / "whole", tmp_path / "run"
+    done = subprocess.run([sys.executable, "train.py", *common, f"output_dir={whole}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stopped = subprocess.run([sys.executable, "-c", INTERRUPT_AT_THIRD_STEP, *common,
+                              f"output_dir={run}"], cwd=REPO, capture_output=True, text=True)
+    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    return whole, run, stopped.stderr
+
+
 def test_the_printed_resume_command_continues_the_run_as_it_is_written(
         prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
     import shlex
@@ -155,15 +168,8 @@ def test_the_printed_resume_command_continues_the_run_as_it_is_written(
               f"encoder={tiny_encoder_dir}", "batch_size=8", "max_steps=4",
               "save_every_steps=1", "progress_bar=false", f"cache_dir={tmp_path / 'cache'}",
               "precision=fp32"]
-    whole, run = tmp_path / "whole", tmp_path / "run"
-    done = subprocess.run([sys.executable, "train.py", *common, f"output_dir={whole}"],
-                          cwd=REPO, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    stopped = subprocess.run([sys.executable, "-c", INTERRUPT_AT_THIRD_STEP, *common,
-                              f"output_dir={run}"], cwd=REPO, capture_output=True, text=True)
-    assert stopped.returncode == 130, stopped.stderr[-2000:]
-    printed = stopped.stderr.strip().splitlines()[-1].split("continue with ", 1)[1]
-    words = shlex.split(printed)
+    whole, run, printed = whole_and_stopped(common, tmp_path)
+    words = shlex.split(printed.strip().splitlines()[-1].split("continue with ", 1)[1])
     assert words == ["mtdnn-train", f"resume={run}"]  # nothing else to remember
     words[0] = str(Path(sys.executable).parent / "mtdnn-train")
     resumed = subprocess.run(words, cwd=tmp_path, capture_output=True, text=True)
@@ -185,13 +191,7 @@ def test_a_pcgrad_run_resumes_to_the_same_metrics(prepared_data: Path, tiny_enco
               "pcgrad=true", f"encoder={tiny_encoder_dir}", "batch_size=4", "max_steps=6",
               "save_every_steps=1", "progress_bar=false", "precision=fp32",
               f"cache_dir={tmp_path / 'cache'}"]
-    whole, run = tmp_path / "whole", tmp_path / "run"
-    done = subprocess.run([sys.executable, "train.py", *common, f"output_dir={whole}"],
-                          cwd=REPO, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    stopped = subprocess.run([sys.executable, "-c", INTERRUPT_AT_THIRD_STEP, *common,
-                              f"output_dir={run}"], cwd=REPO, capture_output=True, text=True)
-    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    whole, run, printed = whole_and_stopped(common, tmp_path)
     resumed = subprocess.run([sys.executable, "train.py", f"resume={run}"], cwd=REPO,
                              capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
