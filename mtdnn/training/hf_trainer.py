@@ -38,7 +38,7 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
     ``<out>/trainer``, and a run started again continues from it, as our runs do."""
     import datasets
     import transformers
-    from transformers import AutoTokenizer, Trainer, TrainingArguments
+    from transformers import AutoTokenizer, Trainer, TrainerState, TrainingArguments
     from transformers.trainer_utils import get_last_checkpoint
 
     task = load_task_defs()[task_name]
@@ -66,7 +66,9 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
         logging_strategy="no", train_sampling_strategy=sampling, bf16=bf16)
     trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator)
     saved = get_last_checkpoint(args.output_dir) if Path(args.output_dir).is_dir() else None
-    from_step = int(Path(saved).name.split("-")[-1]) if saved else 0
+    # the step the checkpoint's own trainer state records (its folder name is only a label)
+    from_step = TrainerState.load_from_json(str(Path(saved) / "trainer_state.json")
+                                            ).global_step if saved else 0
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=saved)
     seconds = time.perf_counter() - start
