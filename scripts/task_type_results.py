@@ -124,18 +124,20 @@ def stage_block(experiment: str) -> list[str]:
     encoder; then the stage's logged SMART sizes."""
     found = records(experiment)
     config = load_experiment(REPO / "experiments" / f"{experiment}.yaml", [])
-    lines = ["| task | type | metric | single-task (plain encoder) | multi-task (fine-tuned "
-             "from the stage) | difference |", "|---|---|---|---|---|---|"]
+    lines = ["| task | type | training examples | metric | single-task (plain encoder) | "
+             "multi-task (fine-tuned from the stage) | difference |",
+             "|---|---|---|---|---|---|---|"]
     from mtdnn.tasks.task_def import load_task_defs
 
     tasks = load_task_defs()
     for task in config.tasks:
+        sizes = sorted({f"{r['train_size']:,}" for r in found if r["task"] == task})
         for metric in tasks[task].metrics:
             single = seeded_values(found, "single", task, metric)
             multi = seeded_values(found, "mt-dnn", task, metric)
             gap = (f"{np.mean(list(multi.values())) - np.mean(list(single.values())):+.1f}"
                    if single and multi else "running")
-            lines.append(f"| {task} | {tasks[task].type} | {metric} | "
+            lines.append(f"| {task} | {tasks[task].type} | {', '.join(sizes) or '—'} | {metric} | "
                          f"{mean_std(list(single.values()))} | "
                          f"{mean_std(list(multi.values()))} | {gap} |")
     stages = stage_records(experiment)
@@ -145,9 +147,9 @@ def stage_block(experiment: str) -> list[str]:
     return [*lines, "", "SMART's logged size in the stage (the median of its logged values, "
             f"all tasks): λ_s·R_s ÷ task loss {terms['adv_ratio']:.1e}, μ·D_Breg ÷ task loss "
             f"{terms['bregman_ratio']:.1e}, ‖δ‖∞ {terms['delta_linf']:.0e}. "
-            "The multi-task arm has trained on each task twice (the stage's epoch, then its "
-            "own) and the single-task arm once: the difference is what the stage adds, not "
-            "transfer alone."]
+            "Every run is one epoch. The multi-task arm has trained on each task twice (the "
+            "stage's epoch, then its own) and the single-task arm once: the difference is what "
+            "the stage adds, not transfer alone."]
 
 
 STAGES = [("mixed_types", "Four tasks of three types in one stage"),
