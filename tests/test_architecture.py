@@ -97,6 +97,13 @@ def test_no_function_over_sixty_lines() -> None:
     assert long == []
 
 
+def test_no_module_over_450_lines() -> None:
+    """A module longer than this holds more than one concept: split it along its seams."""
+    long = [f"{path.relative_to(REPO)} ({lines} lines)" for path in sources()
+            if (lines := len(path.read_text().splitlines())) > 450]
+    assert long == []
+
+
 # The floors of the package, lowest first: a module imports only from its own subpackage
 # and the floors below it (docs/architecture.md draws them). Top-level modules not named
 # here are the command line and the public API, above everything.

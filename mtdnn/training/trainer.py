@@ -350,8 +350,7 @@ class TrainingRecipe:
                                if k.endswith("/loss")))
         if not self.main:
             return
-        lr, step = self.scheduler.get_last_lr()[0], state.step
-        adv_skipped = int(state.adv_skipped)
+        lr, step, adv_skipped = self.scheduler.get_last_lr()[0], state.step, int(state.adv_skipped)
         for name, value in (("lr", lr), ("grad_norm", float(self.grad_norm)),
                             ("adv_skipped", adv_skipped),
                             ("nonfinite_skipped", state.nonfinite_skipped)):
