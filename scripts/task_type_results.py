@@ -93,7 +93,8 @@ def squad_block() -> list[str]:
                               {"exact_match": "exact match", "f1": "F1"},
                               ["exact_match", "f1"], "features"),
             "(A feature is one window of a context: an example with a long context gives "
-            "several.)"]
+            "several. Each run measured its own speed while other runs shared the machine's "
+            "cores, so the speeds are a rough guide, not a side-by-side measurement.)"]
 
 
 def ranking_block() -> list[str]:
