@@ -18,7 +18,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from common import REPO, THREADS, Row, bench_main, in_fresh_process
+import train_speed
+from common import THREADS, Row, bench_main, in_fresh_process
 from train_speed import small_dev, train_ours
 
 # task: (train rows, max length)
@@ -80,10 +81,9 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--data-dir", type=Path, default=REPO / "data")
+    """``train_speed``'s size flags; fewer steps, each a longer one."""
+    train_speed.add_arguments(parser)
+    parser.set_defaults(steps=8)
 
 
 def main() -> None:
