@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from safetensors import safe_open
-from safetensors.torch import load_file
 
 from mtdnn.errors import MtdnnError
 from mtdnn.runs.checkpoint import (
@@ -73,9 +72,9 @@ def resumed_from(path: Path, config: TrainConfig) -> StartingPoint:
     saved = load_training_state(path / STATE_FILE)
     teacher = None
     if (path / TEACHER_FILE).is_file():
-        with safe_open(path / TEACHER_FILE, "pt") as handle:
-            updates = int(handle.metadata()["updates"])
-        teacher = {"model": load_file(path / TEACHER_FILE), "updates": updates}
+        with safe_open(path / TEACHER_FILE, "pt") as handle:  # weights and count, one read
+            teacher = {"model": {key: handle.get_tensor(key) for key in handle.keys()},
+                       "updates": int(handle.metadata()["updates"])}
     run = saved["run"]
     run = RunState(**{**run, "running": defaultdict(list, run["running"])})
     log.info("resumed from %s at step %d (epoch %d)", path, run.step, run.epoch)
@@ -85,10 +84,8 @@ def resumed_from(path: Path, config: TrainConfig) -> StartingPoint:
                          extended=extended)
 
 
-def resume_checkpoint(resume: str | None) -> Path | None:
+def resume_checkpoint(resume: str) -> Path:
     """The checkpoint to resume from: ``resume`` itself, or ``<resume>/last`` for a run."""
-    if resume is None:
-        return None
     path = Path(resume)
     if (path / "last").is_dir():
         path = path / "last"
