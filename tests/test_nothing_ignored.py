@@ -93,11 +93,11 @@ def test_a_scaled_teacher_that_lags_under_one_update_warns(
     import torch
 
     from mtdnn.config.smart_config import SmartConfig
-    from mtdnn.modeling.objective import build_teacher
+    from mtdnn.modeling.smart import build_teacher
 
     model = torch.nn.Linear(2, 2)
     smart = SmartConfig(enabled=True)  # the scaled schedule, μ = 1
-    with caplog.at_level(logging.WARNING, logger="mtdnn.modeling.objective"):
+    with caplog.at_level(logging.WARNING, logger="mtdnn.modeling.smart"):
         teacher = build_teacher(model, smart, 20)
     assert ("the scaled teacher lags smart.teacher_lag_fraction 0.03 of this run's 20 teacher "
             "updates, under one update: the teacher is the student at every step, so the "
@@ -106,9 +106,9 @@ def test_a_scaled_teacher_that_lags_under_one_update_warns(
     with torch.no_grad():
         model.weight.add_(1.0)
     teacher.update(model)  # β = 0: the teacher becomes the student at once
-    assert torch.equal(teacher.state_dict()["model"]["weight"], model.weight)
+    assert torch.equal(teacher.snapshot()["model"]["weight"], model.weight)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="mtdnn.modeling.objective"):
+    with caplog.at_level(logging.WARNING, logger="mtdnn.modeling.smart"):
         build_teacher(model, smart, 34)
     assert caplog.text == ""
 

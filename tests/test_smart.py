@@ -273,7 +273,7 @@ def test_teacher_share_survives_a_resume(tiny_model: MultiTaskModel) -> None:
     for _ in range(7):
         teacher.update(tiny_model)
     again = MeanTeacher(tiny_model, total_updates=50, dropout=False, schedule="scaled")
-    again.load_state_dict(teacher.state_dict())
+    again.restore(teacher.snapshot())
     assert again.start_share == pytest.approx(teacher.start_share)
 
 

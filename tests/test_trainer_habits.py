@@ -64,7 +64,7 @@ def recipe(keys: list[str]) -> TrainingRecipe:
 
 def first_step_gradient(made: TrainingRecipe) -> tuple[float, torch.Tensor]:
     """The first step's task loss and gradient norm (before clipping)."""
-    made.sampler.load_state_dict(made.state.sampler_state)
+    made.sampler.restore(made.state.sampler_state)
     refs = made.sampler.plan_epoch()[0]
     losses = made.backward(refs)
     norm = torch.nn.utils.clip_grad_norm_(made.model.parameters(), float("inf"))
@@ -87,7 +87,7 @@ def test_label_smoothing_reaches_the_loss(prepared_data: Path, tiny_encoder_dir:
 
     base = rte_keys(prepared_data, tiny_encoder_dir, tmp_path, "max_steps=2")
     made = recipe([*base, "label_smoothing=0.3"])
-    made.sampler.load_state_dict(made.state.sampler_state)
+    made.sampler.restore(made.state.sampler_state)
     ref = made.sampler.plan_epoch()[0][0]
     from mtdnn.data.tokenized import get_batch
 

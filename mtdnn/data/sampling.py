@@ -64,7 +64,7 @@ def _batches_per_task(sizes: dict[str, int], batch_size: int) -> dict[str, int]:
 class Sampler:
     """A schedule: ``plan_epoch()`` plans the next epoch's steps from ``rng``.
 
-    ``state_dict()`` at an epoch's start is all that resuming needs: the generator's state
+    ``snapshot()`` at an epoch's start is all that resuming needs: the generator's state
     (plus, in subclasses, any queues or counters that carry over between epochs).
     """
 
@@ -74,10 +74,10 @@ class Sampler:
     def plan_epoch(self) -> list[Step]:
         raise NotImplementedError
 
-    def state_dict(self) -> dict:
+    def snapshot(self) -> dict:
         return {"rng": self.rng.bit_generator.state}
 
-    def load_state_dict(self, state: dict) -> None:
+    def restore(self, state: dict) -> None:
         if "extra" in state:  # checkpoints written before samplers owned their state
             state = {**state, **state["extra"]}
         self.rng.bit_generator.state = state["rng"]
@@ -100,12 +100,12 @@ class TaskStreams(Sampler):
                                            self.lengths.get(task)))
         return BatchRef(task, queue.pop(0))
 
-    def state_dict(self) -> dict:
-        return {**super().state_dict(),
+    def snapshot(self) -> dict:
+        return {**super().snapshot(),
                 "queues": {t: [b.tolist() for b in q] for t, q in self.queues.items()}}
 
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
+    def restore(self, state: dict) -> None:
+        super().restore(state)
         state = {**state, **state.get("extra", {})}
         self.queues = {t: [np.array(b, dtype=np.int64) for b in q]
                        for t, q in state["queues"].items()}
@@ -175,11 +175,11 @@ class AnnealedSampler(TemperatureSampler):
         self.epoch += 1
         return super().plan_epoch()
 
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "epoch": self.epoch}
+    def snapshot(self) -> dict:
+        return {**super().snapshot(), "epoch": self.epoch}
 
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
+    def restore(self, state: dict) -> None:
+        super().restore(state)
         self.epoch = {**state, **state.get("extra", {})}["epoch"]
 
 

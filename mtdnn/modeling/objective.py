@@ -9,16 +9,12 @@ values to the host only when it logs them.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import torch
 
 from mtdnn.config.smart_config import SmartConfig
-from mtdnn.errors import MtdnnError
 from mtdnn.modeling.model import MultiTaskModel
 from mtdnn.modeling.smart import (
     MeanTeacher,
@@ -98,40 +94,3 @@ def batch_loss(model: MultiTaskModel, task: TaskDef, batch: dict[str, torch.Tens
         result.terms.update(bregman_loss=breg.detach(),
                             bregman_ratio=smart.bregman_weight * breg.detach() / scale)
     return result
-
-
-def smart_adv_weights(smart: SmartConfig, tasks: dict[str, TaskDef]) -> dict[str, float]:
-    """λ_s per task: the task's override, else the run's; 0 everywhere when SMART is off."""
-    if not smart.enabled:
-        return {name: 0.0 for name in tasks}
-    return {name: smart.adv_weight if task.smart.adv_weight is None
-            else task.smart.adv_weight for name, task in tasks.items()}
-
-
-def build_teacher(model: torch.nn.Module, smart: SmartConfig, total_steps: int,
-                  saved: dict[str, Any] | None = None, resumed: Path | None = None
-                  ) -> MeanTeacher | None:
-    """The mean teacher θ̃ of the Bregman term, over the run's ``total_steps`` updates;
-    ``None`` when the run has no Bregman term. A run resumed from checkpoint ``resumed``
-    continues its ``saved`` teacher."""
-    if not (smart.enabled and smart.bregman_weight > 0):
-        return None
-    updates = total_steps // smart.teacher_update_every
-    if smart.teacher_schedule == "scaled" and smart.teacher_lag_fraction * updates <= 1:
-        log.warning(
-            "the scaled teacher lags smart.teacher_lag_fraction %g of this run's %d teacher "
-            "updates, under one update: the teacher is the student at every step, so the "
-            "Bregman term (μ = %g) is 0 throughout; train for more than %d steps, or set "
-            "smart.teacher_schedule=paper", smart.teacher_lag_fraction, updates,
-            smart.bregman_weight,
-            math.floor(1 / smart.teacher_lag_fraction) * smart.teacher_update_every)
-    teacher = MeanTeacher(model, updates,
-                          smart.teacher_beta_early, smart.teacher_beta_late,
-                          smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared",
-                          schedule=smart.teacher_schedule, lag_fraction=smart.teacher_lag_fraction)
-    if resumed is not None:
-        if saved is None:
-            raise MtdnnError("the checkpoint has no SMART teacher, but this run keeps one",
-                             file=resumed, key="resume", allowed="resume with the same smart.*")
-        teacher.load_state_dict(saved)
-    return teacher

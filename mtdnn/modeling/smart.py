@@ -1,4 +1,5 @@
-"""SMART (Jiang et al., ACL 2020) as pure functions, plus the mean teacher.
+"""SMART (Jiang et al., ACL 2020) as pure functions, plus the mean teacher and the run's
+SMART pieces built from its config (:func:`smart_adv_weights`, :func:`build_teacher`).
 
 - :func:`adversarial_loss` is the smoothness-inducing adversarial regulariser R_s of
   eq. (1), its inner maximisation solved as in Algorithm 1, lines 6-10, with p = ∞.
@@ -14,17 +15,26 @@ embedding layer's output and feeds it back, applying them twice).
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mtdnn.config.smart_config import SmartConfig
+from mtdnn.errors import MtdnnError
+
 # The divergences l_s are the task types' (mtdnn.tasks.divergences): each type's outputs
 # have their own shape.
 from mtdnn.tasks.divergences import Divergence
+from mtdnn.tasks.task_def import TaskDef
+
+log = logging.getLogger(__name__)
 
 
 def project_linf(delta: torch.Tensor, epsilon: float) -> torch.Tensor:
@@ -270,13 +280,50 @@ class MeanTeacher:
         self.model.train(self.dropout)
         return self.model(*args, **kwargs)
 
-    def state_dict(self) -> dict:
+    def snapshot(self) -> dict:
         return {"model": self.model.state_dict(), "updates": self.updates}
 
-    def load_state_dict(self, state: dict) -> None:
+    def restore(self, state: dict) -> None:
         self.updates = int(state["updates"])
         # a function of the schedule alone, so resumed runs need not have saved it
         self.start_share = teacher_start_share(
             self.updates, self.total_updates, self.early, self.late, self.early_fraction,
             self.schedule, self.lag_fraction)
         self.model.load_state_dict(state["model"])
+
+
+def smart_adv_weights(smart: SmartConfig, tasks: dict[str, TaskDef]) -> dict[str, float]:
+    """λ_s per task: the task's override, else the run's; 0 everywhere when SMART is off."""
+    if not smart.enabled:
+        return {name: 0.0 for name in tasks}
+    return {name: smart.adv_weight if task.smart.adv_weight is None
+            else task.smart.adv_weight for name, task in tasks.items()}
+
+
+def build_teacher(model: torch.nn.Module, smart: SmartConfig, total_steps: int,
+                  saved: dict[str, Any] | None = None, resumed: Path | None = None
+                  ) -> MeanTeacher | None:
+    """The mean teacher θ̃ of the Bregman term, over the run's ``total_steps`` updates;
+    ``None`` when the run has no Bregman term. A run resumed from checkpoint ``resumed``
+    continues its ``saved`` teacher."""
+    if not (smart.enabled and smart.bregman_weight > 0):
+        return None
+    updates = total_steps // smart.teacher_update_every
+    if smart.teacher_schedule == "scaled" and smart.teacher_lag_fraction * updates <= 1:
+        log.warning(
+            "the scaled teacher lags smart.teacher_lag_fraction %g of this run's %d teacher "
+            "updates, under one update: the teacher is the student at every step, so the "
+            "Bregman term (μ = %g) is 0 throughout; train for more than %d steps, or set "
+            "smart.teacher_schedule=paper", smart.teacher_lag_fraction, updates,
+            smart.bregman_weight,
+            math.floor(1 / smart.teacher_lag_fraction) * smart.teacher_update_every)
+    teacher = MeanTeacher(model, updates,
+                          smart.teacher_beta_early, smart.teacher_beta_late,
+                          smart.teacher_early_fraction, dropout=smart.teacher_dropout == "shared",
+                          schedule=smart.teacher_schedule, lag_fraction=smart.teacher_lag_fraction)
+    if resumed is not None:
+        if saved is None:
+            raise MtdnnError("the checkpoint has no SMART teacher, but this run keeps one",
+                             file=resumed, key="resume", allowed="resume with the same smart.*")
+        teacher.restore(saved)
+    return teacher

@@ -12,8 +12,8 @@ A checkpoint is one folder, written atomically (temporary folder, then rename)::
                           sampler, counters, dev history, RNG; see
                           :class:`mtdnn.runs.run_state.RunState`)
 
-Restoring all of it (plus the weights and the teacher, each through its own
-``state_dict``) continues a killed run exactly as if it had never stopped.
+Restoring all of it (plus the weights and the teacher, each through its owner) continues
+a killed run exactly as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_ya
         (tmp / INFO_FILE).write_text(json.dumps({**info, "mtdnn_version": __version__},
                                                 indent=2) + "\n", encoding="utf-8")
         if teacher is not None:
-            state = teacher.state_dict()
+            state = teacher.snapshot()
             save_file({k: v.detach().cpu().contiguous() for k, v in state["model"].items()},
                       tmp / TEACHER_FILE, metadata={"updates": str(state["updates"])})
         if training_state is not None:

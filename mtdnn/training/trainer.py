@@ -33,8 +33,9 @@ from mtdnn.files import atomic_write_text
 from mtdnn.inference.batched import evaluate_tasks
 from mtdnn.modeling.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
 from mtdnn.modeling.model import prepare_for_training
-from mtdnn.modeling.objective import batch_loss, build_teacher, smart_adv_weights
+from mtdnn.modeling.objective import batch_loss
 from mtdnn.modeling.precision import AMP_DTYPES, autocast_context, resolve_precision
+from mtdnn.modeling.smart import build_teacher, smart_adv_weights
 from mtdnn.runs.checkpoint import save_last, training_state
 from mtdnn.runs.provenance import code_version, machine_description
 from mtdnn.runs.randomness import seed_everything, set_rng_state
@@ -156,7 +157,7 @@ class TrainingRecipe:
                           [t for t in self.tasks if self.data[t].dev is not None])
         self.sampler = training_sampler(config.sampler, self.data, config.batch_size,
                                         config.seed, config.epochs)
-        self.state = start.run or RunState(sampler_state=self.sampler.state_dict())
+        self.state = start.run or RunState(sampler_state=self.sampler.snapshot())
         self.accum = config.optimizer.grad_accum_steps
         self.total_steps = config.total_steps(self.sampler.num_steps)
         self.optimizer = build_optimizer(self.model, config.optimizer)
@@ -207,7 +208,7 @@ class TrainingRecipe:
         config, state, model = self.config, self.state, self.model
         model.train()
         while state.step < self.total_steps and not self.stopped_early:
-            self.sampler.load_state_dict(state.sampler_state)  # the epoch's start
+            self.sampler.restore(state.sampler_state)  # the epoch's start
             plan = self.sampler.plan_epoch()
             for refs in plan[state.position:]:
                 state.position += 1
@@ -217,7 +218,7 @@ class TrainingRecipe:
                 epoch_end = state.position == len(plan)
                 if epoch_end:
                     state.epoch, state.position = state.epoch + 1, 0
-                    state.sampler_state = self.sampler.state_dict()
+                    state.sampler_state = self.sampler.snapshot()
                 if stepped:
                     progress.update(1)
                     if state.step % config.log_every_steps == 0 or \
@@ -235,8 +236,8 @@ class TrainingRecipe:
     def backward(self, refs: Step) -> list[tuple[str, torch.Tensor]]:
         """Every minibatch of one step: loss, backward (with PCGrad when the step holds
         several tasks), and at an update's last minibatch the gradients summed across ranks
-        where DDP does not sum them. Returns each minibatch's task and task loss (on the
-        device)."""
+        where DDP does not sum them. Returns each minibatch's task and task loss (summed
+        across ranks, on the device)."""
         surgery = self.config.pcgrad and len(refs) > 1
         losses, task_grads, touched = [], [], None
         for ref in refs:
@@ -253,12 +254,16 @@ class TrainingRecipe:
         elif self.ddp is None and (self.state.micro + 1) % self.accum == 0:
             # what DDP's backward hooks do (PCGrad summed each task's gradient above)
             self.distributed.sum_gradients(self.model)
+        # each rank holds its share of a minibatch's loss: summed, the minibatch's loss
+        summed = self.distributed.sum_(torch.stack([loss for _, loss in losses])).unbind()
+        losses = [(task, loss) for (task, _), loss in zip(losses, summed, strict=True)]
+        for task, loss in losses:
+            self.state.running[f"{task}/loss"].append(loss)
         return losses
 
     def loss_backward(self, ref) -> tuple[str, torch.Tensor]:
         """One minibatch of one task: this rank's share, its loss, backward."""
-        data = self.data[ref.task]
-        distributed = self.distributed
+        data, distributed = self.data[ref.task], self.distributed
         rows, share = rank_share(len(ref.indices), distributed.rank, distributed.world_size)
         # the rank's examples are padded as a batch of their own (a ranking example is a
         # group of rows, so a share of the padded rows would not be a share of examples)
@@ -282,14 +287,11 @@ class TrainingRecipe:
                                     self.teacher, self.config.label_smoothing)
             loss_weight = self.config.tasks[ref.task].loss_weight
             self.scaler.scale(result.loss * (weight * loss_weight)).backward()
-        # Weighted by this rank's share: summed over ranks it is the global batch's loss.
-        task_loss = result.task_loss.float() * share
-        self.state.running[f"{ref.task}/loss"].append(task_loss)
         self.state.adv_skipped += result.adv_skipped  # a bool tensor stays a count
         for name, value in result.terms.items():
             self.state.running[f"{ref.task}/{name}"].append(value)
         self.clock.examples += len(ref.indices)
-        return ref.task, task_loss
+        return ref.task, result.task_loss.float() * share  # summed over ranks: the batch's
 
     def optimizer_step(self, losses: list[tuple[str, torch.Tensor]]) -> bool:
         """Clip, step, schedule, update the teacher. ``False`` when the gradient was not
@@ -316,7 +318,7 @@ class TrainingRecipe:
     def check_finite_losses(self, losses: list[tuple[str, torch.Tensor]]) -> None:
         """A non-finite task loss stops the run, naming the task and the step."""
         for task, loss in losses:
-            value = self.distributed.sum_(loss.detach().clone()).item()
+            value = loss.item()
             if not math.isfinite(value):
                 last = self.run.last
                 kept = (f"the last good checkpoint is {last}" if last.is_dir()
@@ -328,15 +330,13 @@ class TrainingRecipe:
     # -- logging, evaluation, checkpoints ---------------------------------------------------
 
     def log_training(self, progress: tqdm) -> None:
-        """Means of the values gathered since the last log line: reduced across ranks,
-        moved to the host, written to tensorboard and metrics.jsonl (rank 0)."""
+        """Means of the values gathered since the last log line (losses summed across ranks
+        at each step), moved to the host, written to tensorboard and metrics.jsonl (rank 0)."""
         state = self.state
         means = {}
         for key, values in sorted(state.running.items()):
-            mean = torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in values]).mean()
-            if key.endswith("/loss"):  # each rank holds its share of the batch's loss
-                mean = self.distributed.sum_(mean.to(self.device))
-            means[key] = float(mean)
+            means[key] = float(torch.stack([torch.as_tensor(v, dtype=torch.float32)
+                                            for v in values]).mean())
         state.running.clear()
         progress.set_postfix({k.split("/")[0]: f"{v:.3f}" for k, v in means.items()
                               if k.endswith("/loss")}, refresh=False)
