@@ -104,6 +104,11 @@ class SmartConfig:
     )
 
     @property
+    def keeps_teacher(self) -> bool:
+        """Whether the run has a Bregman term, hence a mean teacher to train and save."""
+        return self.enabled and self.bregman_weight > 0
+
+    @property
     def eta(self) -> float:
         """The ascent step η: ``step_size``, else ``step_ratio`` × ε."""
         return self.step_size if self.step_size is not None else self.step_ratio * self.epsilon

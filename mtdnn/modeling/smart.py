@@ -306,7 +306,7 @@ def build_teacher(model: torch.nn.Module, smart: SmartConfig, total_steps: int,
     """The mean teacher θ̃ of the Bregman term, over the run's ``total_steps`` updates;
     ``None`` when the run has no Bregman term. A run resumed from checkpoint ``resumed``
     continues its ``saved`` teacher."""
-    if not (smart.enabled and smart.bregman_weight > 0):
+    if not smart.keeps_teacher:
         return None
     updates = total_steps // smart.teacher_update_every
     if smart.teacher_schedule == "scaled" and smart.teacher_lag_fraction * updates <= 1:

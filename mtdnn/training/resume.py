@@ -71,7 +71,7 @@ def resumed_from(path: Path, config: TrainConfig) -> StartingPoint:
     saved_config = saved_run_config(path)
     saved = load_training_state(path / STATE_FILE)
     teacher = None
-    if (path / TEACHER_FILE).is_file():
+    if config.smart.keeps_teacher and (path / TEACHER_FILE).is_file():
         with safe_open(path / TEACHER_FILE, "pt") as handle:  # weights and count, one read
             teacher = {"model": {key: handle.get_tensor(key) for key in handle.keys()},
                        "updates": int(handle.metadata()["updates"])}
