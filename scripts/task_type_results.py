@@ -94,7 +94,8 @@ def squad_block() -> list[str]:
                               ["exact_match", "f1"], "features"),
             "(A feature is one window of a context: an example with a long context gives "
             "several. Each run measured its own speed while other runs shared the machine's "
-            "cores, so the speeds are a rough guide, not a side-by-side measurement.)"]
+            "cores, so the speeds are a rough guide; the side-by-side measurement is "
+            "docs/performance.md's task_type_speed.)"]
 
 
 def ranking_block() -> list[str]:

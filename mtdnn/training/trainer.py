@@ -236,8 +236,8 @@ class TrainingRecipe:
     def backward(self, refs: Step) -> list[tuple[str, torch.Tensor]]:
         """Every minibatch of one step: loss, backward (with PCGrad when the step holds
         several tasks), and at an update's last minibatch the gradients summed across ranks
-        where DDP does not sum them. Returns each minibatch's task and task loss (summed
-        across ranks, on the device)."""
+        where DDP does not sum them. Returns each minibatch's task and task loss (on the
+        device)."""
         surgery = self.config.pcgrad and len(refs) > 1
         losses, task_grads, touched = [], [], None
         for ref in refs:
@@ -254,11 +254,6 @@ class TrainingRecipe:
         elif self.ddp is None and (self.state.micro + 1) % self.accum == 0:
             # what DDP's backward hooks do (PCGrad summed each task's gradient above)
             self.distributed.sum_gradients(self.model)
-        # each rank holds its share of a minibatch's loss: summed, the minibatch's loss
-        summed = self.distributed.sum_(torch.stack([loss for _, loss in losses])).unbind()
-        losses = [(task, loss) for (task, _), loss in zip(losses, summed, strict=True)]
-        for task, loss in losses:
-            self.state.running[f"{task}/loss"].append(loss)
         return losses
 
     def loss_backward(self, ref) -> tuple[str, torch.Tensor]:
@@ -287,11 +282,14 @@ class TrainingRecipe:
                                     self.teacher, self.config.label_smoothing)
             loss_weight = self.config.tasks[ref.task].loss_weight
             self.scaler.scale(result.loss * (weight * loss_weight)).backward()
+        # Weighted by this rank's share: summed over ranks it is the global batch's loss.
+        task_loss = result.task_loss.float() * share
+        self.state.running[f"{ref.task}/loss"].append(task_loss)
         self.state.adv_skipped += result.adv_skipped  # a bool tensor stays a count
         for name, value in result.terms.items():
             self.state.running[f"{ref.task}/{name}"].append(value)
         self.clock.examples += len(ref.indices)
-        return ref.task, result.task_loss.float() * share  # summed over ranks: the batch's
+        return ref.task, task_loss
 
     def optimizer_step(self, losses: list[tuple[str, torch.Tensor]]) -> bool:
         """Clip, step, schedule, update the teacher. ``False`` when the gradient was not
@@ -318,7 +316,7 @@ class TrainingRecipe:
     def check_finite_losses(self, losses: list[tuple[str, torch.Tensor]]) -> None:
         """A non-finite task loss stops the run, naming the task and the step."""
         for task, loss in losses:
-            value = loss.item()
+            value = self.distributed.sum_(loss.detach().clone()).item()
             if not math.isfinite(value):
                 last = self.run.last
                 kept = (f"the last good checkpoint is {last}" if last.is_dir()
@@ -330,13 +328,15 @@ class TrainingRecipe:
     # -- logging, evaluation, checkpoints ---------------------------------------------------
 
     def log_training(self, progress: tqdm) -> None:
-        """Means of the values gathered since the last log line (losses summed across ranks
-        at each step), moved to the host, written to tensorboard and metrics.jsonl (rank 0)."""
+        """Means of the values gathered since the last log line: reduced across ranks,
+        moved to the host, written to tensorboard and metrics.jsonl (rank 0)."""
         state = self.state
         means = {}
         for key, values in sorted(state.running.items()):
-            means[key] = float(torch.stack([torch.as_tensor(v, dtype=torch.float32)
-                                            for v in values]).mean())
+            mean = torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in values]).mean()
+            if key.endswith("/loss"):  # each rank holds its share of the batch's loss
+                mean = self.distributed.sum_(mean.to(self.device))
+            means[key] = float(mean)
         state.running.clear()
         progress.set_postfix({k.split("/")[0]: f"{v:.3f}" for k, v in means.items()
                               if k.endswith("/loss")}, refresh=False)
