@@ -1,8 +1,8 @@
 """``make bench``: every benchmark in turn, then one table of ratios.
 
     python benchmarks/run_all.py [--only startup data_speed smart_cost pcgrad_cost
-                                        precision_speed train_speed task_type_speed
-                                        inference_speed scaling]
+                                        optimizer_step precision_speed train_speed
+                                        task_type_speed inference_speed scaling]
                                  [--out runs/bench]
 
 Each benchmark prints its own detailed table as it goes (run one alone, with its size
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from common import REPO, Row, machine_line, summary_table
 
-BENCHMARKS = ("startup", "data_speed", "smart_cost", "pcgrad_cost", "precision_speed",
-              "train_speed", "task_type_speed", "inference_speed", "scaling")
+BENCHMARKS = ("startup", "data_speed", "smart_cost", "pcgrad_cost", "optimizer_step",
+              "precision_speed", "train_speed", "task_type_speed", "inference_speed", "scaling")
 
 
 def main() -> None:

@@ -964,5 +964,8 @@ def test_a_hugging_face_baseline_run_saves_and_continues_from_its_checkpoint(
     assert (tmp_path / "hf/trainer/checkpoint-2").is_dir()
     again = finetune("rte", rows, rows, tmp_path / "hf", max_steps=4, **common)
     assert again["resumed_from_step"] == 2 and again["steps"] == 4
+    # both processes are named, as our runs' records name theirs
+    assert [p["from_step"] for p in again["trained_by"]] == [0, 2]
+    assert again["trained_by"][0] == first["trained_by"][0]
     assert sorted(p.name for p in (tmp_path / "hf/trainer").glob("checkpoint-*")) == \
         ["checkpoint-4"]  # the latest kept

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -74,3 +76,48 @@ def test_frozen_encoder_does_not_move(prepared_data, tiny_encoder_dir, tmp_path)
     prefix = next(k for k in start if k.endswith(key))
     assert torch.equal(frozen[next(k for k in frozen if k.endswith(key))], start[prefix])
     assert not torch.equal(moved[next(k for k in moved if k.endswith(key))], start[prefix])
+
+
+
+def _updated(model: torch.nn.Module, optimizer: torch.optim.Optimizer, steps: int) -> None:
+    for step in range(steps):
+        for param in model.parameters():
+            param.grad = torch.full_like(param, 0.1 * (step + 1)).sin() + param.detach()
+        optimizer.step()
+
+
+def test_updates_run_on_fused_kernels_and_do_what_the_per_tensor_loop_does(
+        tiny_encoder_dir) -> None:
+    from mtdnn.training.optimization import resume_optimization
+
+    def model() -> MultiTaskModel:
+        torch.manual_seed(0)
+        encoder, _ = load_encoder(str(tiny_encoder_dir))
+        return MultiTaskModel(encoder, {"rte": load_task_defs()["rte"]})
+
+    config = OptimizerConfig(lr=1e-3)
+    fused_model, loop_model = model(), model()
+    fused = build_optimizer(fused_model, config)
+    assert all(group["fused"] for group in fused.param_groups)
+    # the same groups over the twin's parameters, on torch's per-tensor loop
+    twin = dict(zip(map(id, fused_model.parameters()), loop_model.parameters(), strict=True))
+    loop = torch.optim.AdamW([{**group, "params": [twin[id(p)] for p in group["params"]],
+                               "fused": None, "foreach": False}
+                              for group in fused.param_groups])
+    _updated(fused_model, fused, 3)
+    _updated(loop_model, loop, 3)
+    for (name, a), b in zip(fused_model.named_parameters(), loop_model.parameters(),
+                            strict=True):
+        torch.testing.assert_close(a, b, msg=name)
+    # a run saved by the per-tensor loop goes on on the fused kernels, from where it was
+    resumed_model = model()
+    resumed_model.load_state_dict(loop_model.state_dict())
+    resumed = build_optimizer(resumed_model, config)
+    scheduler = build_scheduler(resumed, config, 10)
+    saved = copy.deepcopy({"optimizer": loop.state_dict(), "scheduler": scheduler.state_dict()})
+    resume_optimization(resumed, scheduler, 10, saved, {})
+    assert all(group["fused"] and not group["foreach"] for group in resumed.param_groups)
+    _updated(resumed_model, resumed, 2)
+    _updated(loop_model, loop, 2)
+    for a, b in zip(resumed_model.parameters(), loop_model.parameters(), strict=True):
+        torch.testing.assert_close(a, b)

@@ -69,6 +69,7 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
     # the step the checkpoint's own trainer state records (its folder name is only a label)
     from_step = TrainerState.load_from_json(str(Path(saved) / "trainer_state.json")
                                             ).global_step if saved else 0
+    trained_by = processes_so_far(out / "trained_by.json", from_step if saved else None)
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=saved)
     seconds = time.perf_counter() - start
@@ -76,8 +77,22 @@ def finetune(task_name: str, train_path: Path, dev_path: Path, out: Path, *, epo
     metrics = kind.score(task, kind.hf_predictions(task, logits, dev), dev)
     steps = trainer.state.global_step
     return {"task": task_name, "seed": seed, "metrics": metrics, "train_seconds": seconds,
-            "steps": steps, "resumed_from_step": from_step,
+            "steps": steps, "resumed_from_step": from_step, "trained_by": trained_by,
             "train_examples_per_s": (steps - from_step) * batch_size / seconds}
+
+
+def processes_so_far(path: Path, from_step: int | None) -> list[dict[str, Any]]:
+    """Every process that trained the run, this one last (as our runs' ``trained_by``):
+    kept in ``path`` from start to start, so that a run resumed from its checkpoint still
+    names the processes before it. ``from_step`` None: a fresh start, and the list too."""
+    from mtdnn.runs.provenance import code_version, machine_description
+
+    earlier = json.loads(path.read_text()) if from_step is not None and path.is_file() else []
+    processes = [*[p for p in earlier if p["from_step"] < from_step],  # ones that reached
+                 {"from_step": from_step or 0, "code_version": code_version(),  # its checkpoint
+                  "machine": machine_description()}]
+    atomic_write_json(path, processes)
+    return processes
 
 
 def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
@@ -86,7 +101,6 @@ def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
     import torch
 
     from mtdnn.modeling.precision import resolve_precision
-    from mtdnn.runs.provenance import code_version, machine_description
 
     (task, data), = config.tasks.items()
     precision = resolve_precision(config.precision, torch.device("cpu"))
@@ -97,14 +111,13 @@ def run_config(config: TrainConfig, out: Path) -> dict[str, Any]:
                       max_seq_len=config.max_seq_len, encoder=config.encoder,
                       max_steps=config.max_steps or -1, layers=config.encoder_layers,
                       bf16=precision == "bf16", save_every=config.save_every_steps)
-    trained = {"from_step": result["resumed_from_step"], "code_version": code_version(),
-               "machine": machine_description()}
+    finished_by = result["trained_by"][-1]  # the process that finished the run
     return {"precision": precision, "steps": result["steps"],
             "last": {"metrics": {task: result["metrics"]}},
             "train_examples_per_s": result["train_examples_per_s"],
-            "resumed_from_step": result["resumed_from_step"], "machine": trained["machine"],
-            "code_version": trained["code_version"],
-            "trained_by": [trained]}
+            "resumed_from_step": result["resumed_from_step"],
+            "machine": finished_by["machine"], "code_version": finished_by["code_version"],
+            "trained_by": result["trained_by"]}
 
 
 def main(argv: list[str] | None = None) -> None:
