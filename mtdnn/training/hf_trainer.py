@@ -88,8 +88,10 @@ def processes_so_far(path: Path, from_step: int | None) -> list[dict[str, Any]]:
     from mtdnn.runs.provenance import code_version, machine_description
 
     earlier = json.loads(path.read_text()) if from_step is not None and path.is_file() else []
-    processes = [*[p for p in earlier if p["from_step"] < from_step],  # ones that reached
-                 {"from_step": from_step or 0, "code_version": code_version(),  # its checkpoint
+    # the earlier processes whose steps the checkpoint holds (one that died before saving
+    # again left nothing in it), then this one
+    processes = [*[p for p in earlier if p["from_step"] < from_step],
+                 {"from_step": from_step or 0, "code_version": code_version(),
                   "machine": machine_description()}]
     atomic_write_json(path, processes)
     return processes

@@ -39,9 +39,11 @@ def layer_of(name: str, num_layers: int) -> int:
     return num_layers + 1
 
 
-def build_optimizer(model: nn.Module, config: OptimizerConfig) -> torch.optim.AdamW:
+def build_optimizer(model: nn.Module, config: OptimizerConfig, fused: bool = True
+                    ) -> torch.optim.AdamW:
     """AdamW; no weight decay on biases and LayerNorm weights (the 1-D parameters); with
-    ``layer_lr_decay`` each depth d gets lr · decay^(top - d)."""
+    ``layer_lr_decay`` each depth d gets lr · decay^(top - d). ``fused=False``: torch's
+    per-tensor loop instead of its fused kernels (what those are measured against)."""
     num_layers = getattr(getattr(model, "encoder", None), "config", None)
     num_layers = getattr(num_layers, "num_hidden_layers", 0) or 0
     groups: dict[tuple[int, bool], list[nn.Parameter]] = {}
@@ -56,6 +58,8 @@ def build_optimizer(model: nn.Module, config: OptimizerConfig) -> torch.optim.Ad
                                         if config.layer_lr_decay else 1.0)}
                     for (depth, decay), params in sorted(groups.items())]
     settings = {"lr": config.lr, "betas": tuple(config.adam_betas), "eps": config.adam_eps}
+    if not fused:
+        return torch.optim.AdamW(param_groups, foreach=False, **settings)
     try:
         # One fused kernel for all parameters: on CPU an update takes a fifth of the time
         # of torch's default per-tensor loop (benchmarks/optimizer_step.py), as Trainer's
