@@ -109,7 +109,7 @@ def test_a_failing_cell_is_reported_with_its_error_and_the_others_finish(
     assert "plain" in (out / "results.md").read_text()
 
 
-KILL_KEYS = {"encoder_layers": 2, "max_seq_len": 128, "batch_size": 16, "max_steps": 24,
+KILL_KEYS = {"encoder_layers": 2, "max_seq_len": 64, "batch_size": 16, "max_steps": 24,
              "save_every_steps": 2, "eval_every_epoch": False, "progress_bar": False,
              "precision": "fp32"}
 

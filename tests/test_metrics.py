@@ -32,3 +32,14 @@ def test_correlations_match_scipy() -> None:
     assert result["pearson"] == pytest.approx(stats.pearsonr(predictions, labels)[0])
     assert result["spearman"] == pytest.approx(stats.spearmanr(predictions, labels)[0])
     assert compute_metrics(("pearson",), np.ones(5), labels[:5])["pearson"] == 0.0
+
+
+def test_a_run_starts_without_importing_scipy_stats() -> None:
+    """The recipe's modules load scipy.stats only when a correlation is computed."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run([sys.executable, "-c", "import sys, mtdnn.training.trainer; "
+                             "print('scipy.stats' in sys.modules)"],
+                            capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "False"
