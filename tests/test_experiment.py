@@ -161,9 +161,9 @@ def test_subsets_grid_writes_table_5_skips_finished_runs_and_publishes(
 
 @pytest.mark.slow
 def test_multitask_arms_give_the_tasks_table_and_resume_nothing_twice(
-        small_tasks: list[str], tmp_path: Path) -> None:
-    train: dict = {"tasks": {"rte": {}, "mrpc": {}}, "encoder_layers": 2, "max_steps": 4,
-                   "batch_size": 4, "max_seq_len": 64, "progress_bar": False}
+        small_tasks: list[str], tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    train: dict = {"tasks": {"rte": {}, "mrpc": {}}, "encoder": str(tiny_encoder_dir),
+                   "max_steps": 4, "batch_size": 4, "max_seq_len": 64, "progress_bar": False}
     for override in small_tasks:
         key, value = override.split("=", 1)
         if key.startswith("tasks.scitail"):
@@ -214,7 +214,7 @@ def test_multitask_arms_give_the_tasks_table_and_resume_nothing_twice(
 
 @pytest.mark.slow
 def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
-        prepared_data: Path, tmp_path: Path) -> None:
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
     files = {}
     for task, rows in (("rte", 16), ("mrpc", 16)):
         files[task] = {
@@ -222,8 +222,8 @@ def test_stage_seeds_cross_fine_tuning_seeds_and_the_trainer_backend_runs(
                                     tmp_path / f"{task}_train.jsonl", rows)),
             "dev": str(head_jsonl(prepared_data / task / "dev.jsonl",
                                   tmp_path / f"{task}_dev.jsonl", 8))}
-    small = {"encoder_layers": 2, "max_seq_len": 64, "batch_size": 8, "progress_bar": False,
-             "cache_dir": str(tmp_path / "cache")}
+    small = {"encoder": str(tiny_encoder_dir), "max_seq_len": 64, "batch_size": 8,
+             "progress_bar": False, "cache_dir": str(tmp_path / "cache")}
     config = {
         "tasks": ["rte"], "task_files": {"rte": files["rte"]}, "seeds": [3],
         "data_dir": str(prepared_data), "output_dir": str(tmp_path / "runs"),
@@ -601,14 +601,14 @@ def test_narrowing_the_tasks_keeps_the_paper_and_agreement_entries_of_the_rest_o
 
 @pytest.mark.slow
 def test_experiments_share_a_stage_dir_and_reuse_each_others_runs(
-        prepared_data: Path, tmp_path: Path) -> None:
+        prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path) -> None:
     files = {task: {"train": str(head_jsonl(prepared_data / task / "train.jsonl",
                                             tmp_path / f"{task}_train.jsonl", 16)),
                     "dev": str(head_jsonl(prepared_data / task / "dev.jsonl",
                                           tmp_path / f"{task}_dev.jsonl", 8))}
              for task in ("rte", "mrpc")}
-    small = {"encoder_layers": 2, "max_seq_len": 64, "batch_size": 8, "progress_bar": False,
-             "cache_dir": str(tmp_path / "cache"), "max_steps": 2}
+    small = {"encoder": str(tiny_encoder_dir), "max_seq_len": 64, "batch_size": 8,
+             "progress_bar": False, "cache_dir": str(tmp_path / "cache"), "max_steps": 2}
     stages = {"mt": {"train": {"tasks": files, **small}, "seeds": [1]}}
     first = {"tasks": ["rte"], "task_files": {"rte": files["rte"]}, "seeds": [3],
              "data_dir": str(prepared_data), "output_dir": str(tmp_path / "first"),
