@@ -1,11 +1,13 @@
-"""How fast the commands answer before any work: ``--help`` and a mistake in a key, each
-beside a bare interpreter (``python -c pass``), measured side by side.
+"""How fast the commands answer before any work: ``--help``, a mistake in a key and a
+checkpoint that does not exist, each beside a bare interpreter (``python -c pass``),
+measured side by side.
 
     python benchmarks/startup.py [--rounds 5]
 
 Each command runs in a fresh process, ``--rounds`` times in turn with the reference; the
 median wall time of each is compared. Target: within 1.5 s of the bare interpreter (the
-commands parse and validate the config before torch and transformers are imported).
+commands parse and validate the config, and prediction its checkpoint's tasks and its input,
+before torch and transformers are imported).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +31,10 @@ COMMANDS = {
     "mtdnn-experiment --help": [str(BIN / "mtdnn-experiment"), "--help"],
     "mtdnn-export --help": [str(BIN / "mtdnn-export"), "--help"],
     "mtdnn-probe --help": [str(BIN / "mtdnn-probe"), "--help"],
+    "mtdnn-predict with a checkpoint that is not there": [
+        str(BIN / "mtdnn-predict"), "--checkpoint", "runs/no-such-run/best", "--task", "rte",
+        "--input", "data/rte/dev.jsonl", "--output",
+        str(Path(tempfile.gettempdir()) / "mtdnn-startup-predictions.jsonl")],
 }
 BARE = [sys.executable, "-c", "pass"]
 

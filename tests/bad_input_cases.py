@@ -842,7 +842,7 @@ CASES = [
          interrupt=interrupt_at("torch.nn.utils.clip_grad_norm_"), allowed_new=("run",)),
     Case("interrupt", "Ctrl-C in prediction", "predict", lambda t, c: predict_args(t, c),
          "out.jsonl: interrupted; no predictions were written", code=130,
-         interrupt=interrupt_at("mtdnn.inference.predictor.predict_heads")),
+         interrupt=interrupt_at("mtdnn.inference.batched.predict_heads")),
     Case("interrupt", "Ctrl-C in data preparation", "data_prep",
          lambda t, c: raw_rte(t, RTE_HEADER + RTE_ROW * 3),
          "out: interrupted; the output folder is as it was", code=130,

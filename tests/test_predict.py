@@ -92,3 +92,34 @@ def test_errors_leave_no_output(stage_one: Path, small_tasks: list[str], tmp_pat
     result = predict("--checkpoint", tmp_path / "nope", "--task", "rte", "--input",
                      rte_dev(small_tasks), "--output", out, check=False)
     assert result.returncode == 2 and "checkpoint folder not found" in result.stderr
+
+
+def test_a_bad_argument_or_input_is_reported_before_torch_or_a_model_loads(
+        stage_one: Path, tmp_path: Path) -> None:
+    """The task, the input file and every row are checked first: the error comes in a
+    fraction of the time a model takes to load."""
+    bad_label = tmp_path / "label.jsonl"
+    bad_label.write_text('{"uid": "a", "sentence1": "P.", "sentence2": "H."}\n'
+                         '{"uid": "b", "sentence1": "P.", "sentence2": "H.", "label": "maybe"}\n')
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from mtdnn.errors import MtdnnError\n"
+        "from mtdnn.inference.predictor import predict_file\n"
+        f"for task, source in (('sst2', {str(bad_label)!r}), ('rte', {str(bad_label)!r}),\n"
+        f"                     ('rte', {str(tmp_path / 'missing.jsonl')!r})):\n"
+        "    try:\n"
+        f"        predict_file([Path({str(stage_one / 'best')!r})], task, source,\n"
+        f"                     Path({str(tmp_path / 'out.jsonl')!r}))\n"
+        "    except MtdnnError as error:\n"
+        "        print(error)\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))\n")
+    ran = subprocess.run([sys.executable, "-c", script], cwd=REPO, text=True,
+                         capture_output=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    *errors, loaded = ran.stdout.strip().splitlines()
+    assert "task 'sst2' is not in this checkpoint" in errors[0]
+    assert f"{bad_label}:2: task 'rte': label 'maybe'" in errors[1]  # the second row
+    assert "data file not found" in errors[2]
+    assert loaded == "[]"
+    assert not (tmp_path / "out.jsonl").exists()

@@ -25,10 +25,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from mtdnn.data.tokenized import tokenize_file
 from mtdnn.errors import Interrupted, MtdnnError
 from mtdnn.files import atomic_write_text, check_output
-from mtdnn.inference.batched import predict_heads
 from mtdnn.inference.writers import (
     ensemble,
     metrics_path,
@@ -36,7 +34,6 @@ from mtdnn.inference.writers import (
     prediction_records,
     write_predictions,
 )
-from mtdnn.runs.checkpoint import load_checkpoint_tasks
 from mtdnn.tasks.task_def import TaskDef
 from mtdnn.tasks.task_type import TaskType
 
@@ -121,6 +118,7 @@ class Predictor:
         """Each of ``tasks``' output records for examples given as columns (``uid`` and the
         tasks' shared input fields): one encoder pass per batch for all of them."""
         from mtdnn.data.tokenized import tokenize_examples
+        from mtdnn.inference.batched import predict_heads
 
         split = tokenize_examples(columns, tasks[0], self.tokenizer, self.max_seq_len)
         predicted = predict_heads(self.model, split, self.collator, self.batch_size,
@@ -226,6 +224,8 @@ def texts_of(example: Any, fields: tuple[str, ...], number: int,
 
 def checkpoint_task(checkpoints: list[Path], task_name: str) -> TaskDef:
     """The task definition shared by every checkpoint; an error names the odd one out."""
+    from mtdnn.runs.checkpoint import load_checkpoint_tasks
+
     found = None
     for path in checkpoints:
         tasks = load_checkpoint_tasks(path)
@@ -313,16 +313,25 @@ def _predict_file(checkpoints: list[Any], names: list[str], input_path: Path,
                   precision: str) -> dict[str, Any]:
     """Each checkpoint (a folder, or a loaded :class:`~mtdnn.inference.predictor.Predictor`) scores
     the file: one way to load a model, resolve its precision and batch its examples."""
+    from mtdnn.data.examples import check_exists, read_examples
+
     tasks = [checkpoint_task([getattr(c, "checkpoint", c) for c in checkpoints], name)
              for name in names]
     shared_inputs(tasks)
+    # Every row is checked before a model loads: a bad input is reported at once.
+    check_exists(input_path, tasks[0])
+    examples = read_examples(input_path, tasks[0], require_labels=False)
+    from mtdnn.data.tokenized import tokenize_examples
+    from mtdnn.inference.batched import predict_heads
+
     outputs: dict[str, list[Any]] = {name: [] for name in names}
     split = None
     started = time.perf_counter()
     for checkpoint in checkpoints:
         predictor = checkpoint if isinstance(checkpoint, Predictor) else \
             Predictor(checkpoint, precision=precision, batch_size=batch_size)
-        split = tokenize_file(input_path, tasks[0], predictor.tokenizer, predictor.max_seq_len)
+        split = tokenize_examples(examples, tasks[0], predictor.tokenizer,
+                                  predictor.max_seq_len, input_path)
         with tqdm(total=len(split), disable=not progress,
                   desc=f"predict {predictor.checkpoint.name}", unit="ex") as bar:
             predicted = predict_heads(predictor.model, split, predictor.collator,

@@ -27,22 +27,24 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
 import yaml
-from safetensors.torch import load_file, save_file
 
 from mtdnn._version import __version__
 from mtdnn.config.schema import to_dict
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, sha256_of
-from mtdnn.modeling.smart import MeanTeacher
-from mtdnn.runs.randomness import rng_state
 from mtdnn.runs.run_dir import CONFIG_FILE, INFO_FILE, STEPS_DIR, RunDir, checkpoint_info
 from mtdnn.runs.run_state import RunState
 from mtdnn.tasks.task_def import CHECKPOINT_TASK_DEFS, TaskDef, load_task_file
 
-if TYPE_CHECKING:  # mtdnn.modeling.model imports transformers (seconds); reading records needs none
+# torch (and transformers, through the model) is imported by the functions that read or
+# write tensors: a checkpoint's task definitions, info and config are read without it, so
+# that prediction checks its arguments, and a grid its records, in a fraction of a second.
+if TYPE_CHECKING:
+    import torch
+
     from mtdnn.modeling.model import MultiTaskModel
+    from mtdnn.modeling.smart import MeanTeacher
 
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_ya
                     info: dict[str, Any], training_state: dict[str, Any] | None = None,
                     teacher: MeanTeacher | None = None) -> None:
     """Write ``model`` and its context to ``path`` atomically (replacing any old one)."""
+    import torch
+    from safetensors.torch import save_file
 
     with atomic_dir(path) as tmp:
         model.save_encoder(tmp / ENCODER_DIR)
@@ -161,6 +165,8 @@ def load_checkpoint_tasks(path: Path) -> dict[str, TaskDef]:
 
 def load_heads(path: Path) -> dict[str, torch.Tensor]:
     """The head weights of checkpoint ``path``; a truncated file is a user error."""
+    from safetensors.torch import load_file
+
     try:
         return load_file(path / HEADS_FILE)
     except Exception as error:  # safetensors' own error type for a bad header
@@ -223,6 +229,8 @@ def training_state(state: RunState, optimizer: torch.optim.Optimizer, scheduler:
                    scaler: torch.amp.GradScaler, surgery_rng: Any) -> dict[str, Any]:
     """Everything besides the weights that resuming needs; ``surgery_rng``: the generator of
     PCGrad's projection order (a numpy ``Generator``)."""
+    from mtdnn.runs.randomness import rng_state
+
     return {
         "run": {**state.__dict__, "running": dict(state.running)},
         "optimizer": optimizer.state_dict(),
@@ -264,6 +272,8 @@ def load_training_state(file: Path) -> dict[str, Any]:
     numbers and strings, and the numpy types of :func:`state_types`. A pickle can name
     any function to call while it loads; a file that names anything else is refused before
     any of it runs, so resuming from a folder someone else wrote cannot run their code."""
+    import torch
+
     try:
         with torch.serialization.safe_globals(state_types()):
             saved = torch.load(file, weights_only=True)
