@@ -18,9 +18,9 @@ from mtdnn.runs.checkpoint import check_checkpoint, load_model
 # after the encoder is written and while the heads file is being written.
 KILL_DURING_SECOND_SAVE = """
 import os, signal, sys
-import mtdnn.runs.checkpoint as checkpoint
+import safetensors.torch as safetensors_torch  # the checkpoint writer's save_file
 calls = []
-real = checkpoint.save_file
+real = safetensors_torch.save_file
 def dying_save_file(tensors, path, *args, **kwargs):
     if str(path).endswith("heads.safetensors"):
         calls.append(path)
@@ -28,7 +28,7 @@ def dying_save_file(tensors, path, *args, **kwargs):
             open(path, "wb").write(b"partial")
             os.kill(os.getpid(), signal.SIGKILL)
     return real(tensors, path, *args, **kwargs)
-checkpoint.save_file = dying_save_file
+safetensors_torch.save_file = dying_save_file
 sys.argv = ["train.py", *sys.argv[1:]]
 import runpy
 runpy.run_path("train.py", run_name="__main__")

@@ -7,10 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from mtdnn.data import examples as examples_module
 from mtdnn.data import tokenized as data_module
-from mtdnn.data.examples import read_examples
-from mtdnn.data.tokenized import Collator, get_batch, load_split
+from mtdnn.data.tokenized import Collator, get_batch, load_split, read_examples
 from mtdnn.errors import MtdnnError
 from mtdnn.tasks.task_def import load_task_defs
 
@@ -41,7 +39,7 @@ def test_integer_labels_are_positions_in_the_task_labels(
         {"uid": "b", "sentence1": "P.", "sentence2": "H.", "label": 0}])
     fast = read_examples(path, TASKS["rte"], require_labels=True)
     assert fast["labels"] == [1, 0]
-    monkeypatch.setattr(examples_module, "_read_columns_fast", lambda *args: None)
+    monkeypatch.setattr(data_module, "_read_columns_fast", lambda *args: None)
     assert read_examples(path, TASKS["rte"], require_labels=True) == fast
     outside = write_jsonl(tmp_path / "bad.jsonl", [
         {"sentence1": "P.", "sentence2": "H.", "label": 0},
@@ -71,9 +69,9 @@ def test_arrow_reader_matches_the_line_reader(prepared_data: Path, task: str, sp
                                               labels: bool, monkeypatch: pytest.MonkeyPatch
                                               ) -> None:
     path = prepared_data / task / f"{split}.jsonl"
-    fast = examples_module._read_columns_fast(path, TASKS[task], labels)
+    fast = data_module._read_columns_fast(path, TASKS[task], labels)
     assert fast is not None and len(fast["uid"]) > 100
-    monkeypatch.setattr(examples_module, "_read_columns_fast", lambda *args: None)
+    monkeypatch.setattr(data_module, "_read_columns_fast", lambda *args: None)
     assert read_examples(path, TASKS[task], labels) == fast
 
 
@@ -82,7 +80,7 @@ def test_arrow_reader_matches_the_line_reader(prepared_data: Path, task: str, sp
 def test_arrow_reader_leaves_odd_files_to_the_line_reader(tmp_path: Path, odd: dict) -> None:
     good = {"uid": "a", "sentence1": "P.", "sentence2": "H.", "label": "entailment"}
     path = write_jsonl(tmp_path / "x.jsonl", [good, {**good, "uid": "b", **odd}])
-    fast = examples_module._read_columns_fast(path, TASKS["rte"], require_labels=True)
+    fast = data_module._read_columns_fast(path, TASKS["rte"], require_labels=True)
     if "extra" in odd:  # extra keys are fine
         assert fast == {"uid": ["a", "b"], "sentence1": ["P.", "P."],
                         "sentence2": ["H.", "H."], "labels": [0, 0]}

@@ -36,7 +36,7 @@ def test_csv_and_tsv_with_mapped_columns_and_integer_labels(tmp_path: Path) -> N
     converted = canonical_path(str(csv_file), TASKS["rte"], columns, tmp_path / "cache")
     assert read(converted) == expected([0, 1, 0])  # positions, kept as integers
 
-    from mtdnn.data.examples import read_examples
+    from mtdnn.data.tokenized import read_examples
 
     assert read_examples(converted, TASKS["rte"], require_labels=True)["labels"] == [0, 1, 0]
     tsv_file = tmp_path / "mine.tsv"
@@ -188,7 +188,7 @@ def test_class_labels_in_another_order_are_mapped_by_name(tmp_path: Path) -> Non
     assert [r["label"] for r in from_dataset] == truth
     assert [r["label"] for r in from_parquet] == truth
 
-    from mtdnn.data.examples import read_examples
+    from mtdnn.data.tokenized import read_examples
 
     converted = canonical_path(DatasetSource(str(folder), split="train"), TASKS["rte"],
                                columns, tmp_path / "cache")

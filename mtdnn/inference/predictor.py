@@ -313,7 +313,7 @@ def _predict_file(checkpoints: list[Any], names: list[str], input_path: Path,
                   precision: str) -> dict[str, Any]:
     """Each checkpoint (a folder, or a loaded :class:`~mtdnn.inference.predictor.Predictor`) scores
     the file: one way to load a model, resolve its precision and batch its examples."""
-    from mtdnn.data.examples import check_exists, read_examples
+    from mtdnn.data.tokenized import check_exists, read_examples, tokenize_examples
 
     tasks = [checkpoint_task([getattr(c, "checkpoint", c) for c in checkpoints], name)
              for name in names]
@@ -321,8 +321,7 @@ def _predict_file(checkpoints: list[Any], names: list[str], input_path: Path,
     # Every row is checked before a model loads: a bad input is reported at once.
     check_exists(input_path, tasks[0])
     examples = read_examples(input_path, tasks[0], require_labels=False)
-    from mtdnn.data.tokenized import tokenize_examples
-    from mtdnn.inference.batched import predict_heads
+    from mtdnn.inference.batched import predict_heads  # the model's code: transformers
 
     outputs: dict[str, list[Any]] = {name: [] for name in names}
     split = None

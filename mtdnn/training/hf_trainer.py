@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mtdnn.config.train_config import TrainConfig
-from mtdnn.data.examples import read_examples
+from mtdnn.data.tokenized import read_examples
 from mtdnn.files import atomic_write_json
 from mtdnn.modeling.model import resolve_encoder
 from mtdnn.tasks.task_def import load_task_defs
