@@ -272,10 +272,11 @@ def predict_file(checkpoints: list[Any], task_names: str | list[str], source: An
     for path in (output_path, metrics_path(output_path)):
         check_output(path, [*inputs, *folders], key="--output", overwrite=overwrite)
     tasks = [checkpoint_task(folders, name) for name in names]
+    shared_inputs(tasks)
     input_path = canonical_path(source if isinstance(source, DatasetSource) else str(source),
                                 tasks[0], columns or {}, cache_dir or default_cache_dir())
     try:
-        return _predict_file(checkpoints, names, input_path, output_path, batch_size, fmt,
+        return _predict_file(checkpoints, tasks, input_path, output_path, batch_size, fmt,
                              progress, precision)
     except KeyboardInterrupt:
         raise Interrupted("interrupted; no predictions were written", file=output_path
@@ -308,16 +309,14 @@ def shared_inputs(tasks: list[TaskDef]) -> None:
                                  "(classification, regression), or one call per task")
 
 
-def _predict_file(checkpoints: list[Any], names: list[str], input_path: Path,
+def _predict_file(checkpoints: list[Any], tasks: list[TaskDef], input_path: Path,
                   output_path: Path, batch_size: int | None, fmt: str, progress: bool,
                   precision: str) -> dict[str, Any]:
     """Each checkpoint (a folder, or a loaded :class:`~mtdnn.inference.predictor.Predictor`) scores
     the file: one way to load a model, resolve its precision and batch its examples."""
     from mtdnn.data.tokenized import check_exists, read_examples, tokenize_examples
 
-    tasks = [checkpoint_task([getattr(c, "checkpoint", c) for c in checkpoints], name)
-             for name in names]
-    shared_inputs(tasks)
+    names = [task.name for task in tasks]
     # Every row is checked before a model loads: a bad input is reported at once.
     check_exists(input_path, tasks[0])
     examples = read_examples(input_path, tasks[0], require_labels=False)
