@@ -52,16 +52,19 @@ def load_probed(config: TrainConfig, task_name: str, checkpoint: Path | None = N
     """``checkpoint``'s model (or the encoder with a fresh head) and the task's train data."""
     from mtdnn.data.sources import canonical_files
     from mtdnn.data.tokenized import load_task_data
+    from mtdnn.modeling.model import build_model
     from mtdnn.runs.randomness import seed_everything
     from mtdnn.tasks.task_def import select_tasks
     from mtdnn.training.distributed import choose_device
-    from mtdnn.training.resume import build_model, start_checkpoint
+    from mtdnn.training.resume import start_checkpoint
 
     if checkpoint is not None:
         config = dataclasses.replace(config, init_checkpoint=str(checkpoint))
     tasks = select_tasks(config)
+    start = start_checkpoint(config, tasks)
     seed_everything(config.seed)  # a fresh head is drawn from the run's seed: same table twice
-    model, tokenizer = build_model(config, tasks, start_checkpoint(config))
+    model, tokenizer = build_model(tasks, encoder_dir=start.encoder_dir, heads=start.heads,
+                                   config=config)
     data = load_task_data(config, tasks, tokenizer, canonical_files(config, tasks))[task_name]
     device, _ = choose_device(config)
     return Probed(config, tasks[task_name], model.to(device), data, device)

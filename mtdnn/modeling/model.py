@@ -45,6 +45,12 @@ class MultiTaskModel(nn.Module):
         self.heads = nn.ModuleDict({name: task.task_type.head(hidden, task)
                                     for name, task in tasks.items()})
 
+    def load_heads(self, heads: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Put saved head weights into the heads they name (by task); the others keep
+        theirs."""
+        for task, state in heads.items():
+            self.heads[task].load_state_dict(state)
+
     def freeze_encoder(self, frozen: bool) -> None:
         """Hold the shared encoder's weights (only the heads train) or release them."""
         for param in self.encoder.parameters():
@@ -227,6 +233,24 @@ def check_lengths(config: TrainConfig, tasks: dict[str, TaskDef], encoder: Any,
 
 
 OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart")
+
+
+def build_model(tasks: dict[str, TaskDef], *, encoder_dir: Path | None = None,
+                heads: dict[str, dict[str, torch.Tensor]] | None = None,
+                config: TrainConfig | None = None) -> tuple[MultiTaskModel, Any]:
+    """A head for each of ``tasks`` on an encoder, and the encoder's tokenizer. The encoder
+    is the one saved in ``encoder_dir`` (a checkpoint's), or else the one ``config`` names
+    (with its layers); ``config`` also sets its dropout. ``heads``: saved weights for some
+    of the heads (by task); the others start fresh."""
+    dropout = None if config is None else config.encoder_dropout
+    if encoder_dir is not None:
+        encoder, tokenizer = load_encoder(str(encoder_dir), dropout=dropout)
+    else:
+        assert config is not None, "a model needs a saved encoder or a config naming one"
+        encoder, tokenizer = load_encoder(config.encoder, config.encoder_layers, dropout)
+    model = MultiTaskModel(encoder, tasks)
+    model.load_heads(heads or {})
+    return model, tokenizer
 
 
 def prepare_for_training(model: MultiTaskModel, tokenizer: Any, config: TrainConfig,

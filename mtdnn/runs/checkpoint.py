@@ -163,49 +163,33 @@ def load_checkpoint_tasks(path: Path) -> dict[str, TaskDef]:
     return load_task_file(path / TASK_DEFS_FILE)
 
 
-def load_heads(path: Path) -> dict[str, torch.Tensor]:
-    """The head weights of checkpoint ``path``; a truncated file is a user error."""
+def load_heads(path: Path) -> dict[str, dict[str, torch.Tensor]]:
+    """The head weights of checkpoint ``path`` by task (each a head's state dict); a
+    truncated file is a user error."""
     from safetensors.torch import load_file
 
     try:
-        return load_file(path / HEADS_FILE)
+        flat = load_file(path / HEADS_FILE)
     except Exception as error:  # safetensors' own error type for a bad header
         raise MtdnnError(f"cannot read the head weights (a truncated or corrupt file?): "
                          f"{str(error).splitlines()[0]}", file=path / HEADS_FILE,
                          allowed="a checkpoint written whole by train.py") from None
-
-
-def _head_state(heads: dict[str, torch.Tensor], task: str) -> dict[str, torch.Tensor]:
-    prefix = f"{task}."
-    return {key[len(prefix):]: value for key, value in heads.items() if key.startswith(prefix)}
+    heads: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in flat.items():
+        task, name = key.split(".", 1)
+        heads.setdefault(task, {})[name] = value
+    return heads
 
 
 def load_model(path: Path) -> tuple[MultiTaskModel, Any]:
     """The model (encoder + every head) and tokenizer saved in checkpoint ``path``."""
-    from mtdnn.modeling.model import MultiTaskModel, load_encoder
+    from mtdnn.modeling.model import build_model
 
-    tasks = load_checkpoint_tasks(path)
-    encoder, tokenizer = load_encoder(str(path / ENCODER_DIR))
-    model = MultiTaskModel(encoder, tasks)
-    heads = load_heads(path)
-    for task, head in model.heads.items():
-        head.load_state_dict(_head_state(heads, task))
-    return model, tokenizer
-
-
-def init_heads_from(model: MultiTaskModel, path: Path) -> list[str]:
-    """Copy into ``model`` the heads of tasks that ``path`` has with the same type and
-    labels; other heads stay fresh. Returns the names of the heads copied."""
-    saved_tasks = load_checkpoint_tasks(path)
-    heads = load_heads(path)
-    copied = []
-    for name, task in model.tasks.items():
-        saved = saved_tasks.get(name)
-        if saved is None or (saved.type, saved.labels) != (task.type, task.labels):
-            continue
-        model.heads[name].load_state_dict(_head_state(heads, name))
-        copied.append(name)
-    return copied
+    tasks, heads = load_checkpoint_tasks(path), load_heads(path)
+    if missing := sorted(set(tasks) - set(heads)):
+        raise MtdnnError(f"no weights for the heads of {missing}", file=path / HEADS_FILE,
+                         allowed="a checkpoint written whole by train.py")
+    return build_model(tasks, encoder_dir=path / ENCODER_DIR, heads=heads)
 
 
 def keep_model_only(run_dir: Path) -> int:

@@ -3,7 +3,9 @@ restored on resume, so that a resumed run draws what the uninterrupted one would
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,18 @@ def seed_everything(seed: int) -> None:
     np.random.seed(seed)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@contextlib.contextmanager
+def seeded(seed: int, saved: dict[str, Any] | None = None,
+           generators: tuple[np.random.Generator, ...] = ()) -> Iterator[None]:
+    """Everything built inside draws from generators seeded with ``seed``; on leaving, a
+    resumed run's ``saved`` state (:func:`rng_state`) is put back, so that it goes on
+    drawing what the uninterrupted run would have."""
+    seed_everything(seed)
+    yield
+    if saved:
+        set_rng_state(saved, *generators)
 
 
 def rng_state(*generators: np.random.Generator) -> dict[str, Any]:

@@ -107,6 +107,22 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimizerConfig,
     return SCHEDULES[config.schedule](optimizer, warmup, total_steps, config)
 
 
+def build_optimization(model: nn.Module, config: OptimizerConfig, total_steps: int,
+                       precision: str, saved: dict[str, Any] | None = None,
+                       extended: dict[str, tuple[Any, Any]] | None = None
+                       ) -> tuple[torch.optim.AdamW, LambdaLR, torch.amp.GradScaler]:
+    """The optimizer, its schedule over ``total_steps`` and the gradient scaler (active in
+    fp16 only); a resumed run's as ``saved`` (its training state) holds them."""
+    optimizer = build_optimizer(model, config)
+    scheduler = build_scheduler(optimizer, config, total_steps)
+    device = next(model.parameters()).device
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    if saved:
+        resume_optimization(optimizer, scheduler, total_steps, saved, extended or {})
+        scaler.load_state_dict(saved["scaler"])
+    return optimizer, scheduler, scaler
+
+
 def resume_optimization(optimizer: torch.optim.Optimizer, scheduler: LambdaLR, total_steps: int,
                         saved: dict[str, Any], extended: dict[str, tuple[Any, Any]]) -> None:
     """The optimizer and schedule of a resumed run as ``saved`` (its training state) holds

@@ -20,16 +20,18 @@ from mtdnn.runs.checkpoint import (
     STATE_FILE,
     TEACHER_FILE,
     check_checkpoint,
-    init_heads_from,
+    load_checkpoint_tasks,
+    load_heads,
     load_training_state,
     saved_run_config,
 )
 from mtdnn.runs.run_state import RunState
 from mtdnn.tasks.task_def import TaskDef
 
-if TYPE_CHECKING:  # mtdnn.modeling.model imports transformers (seconds); reading records needs none
+if TYPE_CHECKING:
+    import torch
+
     from mtdnn.config.train_config import TrainConfig
-    from mtdnn.modeling.model import MultiTaskModel
 
 
 log = logging.getLogger(__name__)
@@ -37,32 +39,61 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class StartingPoint:
-    """What a run starts from. ``weights``: the checkpoint whose encoder (and matching heads)
-    it loads, the one it resumes or ``init_checkpoint``; none for fresh heads on the
-    configured encoder. A resumed run also continues ``saved`` (``training_state.pt``: its
-    optimizer, scheduler, scaler and RNG), its loop state ``run`` and its ``teacher``, and
-    may be ``extended``: keys made longer, by name, as (saved, now)."""
+    """What a run starts from. ``weights``: the checkpoint whose encoder it loads, the one
+    it resumes or ``init_checkpoint``; none for fresh heads on the configured encoder.
+    ``heads``: the weights of the checkpoint's heads that the run's tasks take over (same
+    type and labels), by task. A resumed run also continues ``saved``
+    (``training_state.pt``: its optimizer, scheduler, scaler and RNG), its loop state
+    ``run`` and its ``teacher``, and may be ``extended``: keys made longer, by name, as
+    (saved, now)."""
 
     weights: Path | None = None
+    heads: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     resumed: Path | None = None
     run: RunState | None = None
     saved: dict[str, Any] = field(default_factory=dict)
     teacher: dict[str, Any] | None = None
     extended: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
+    @property
+    def encoder_dir(self) -> Path | None:
+        """The saved encoder the run loads, if it starts from a checkpoint."""
+        return None if self.weights is None else self.weights / ENCODER_DIR
 
-def start_checkpoint(config: TrainConfig) -> StartingPoint:
-    """The run's starting point (:class:`StartingPoint`), every file of it checked."""
+
+def start_checkpoint(config: TrainConfig, tasks: dict[str, TaskDef]) -> StartingPoint:
+    """The starting point (:class:`StartingPoint`) of a run of ``tasks``, every file of it
+    checked."""
     if config.resume is None:
         if config.init_checkpoint is None:
             return StartingPoint()
-        check_checkpoint(Path(config.init_checkpoint))
-        return StartingPoint(weights=Path(config.init_checkpoint))
+        source = Path(config.init_checkpoint)
+        check_checkpoint(source)
+        heads = heads_taken_over(source, tasks)
+        log.info("initialised from %s: encoder, heads of %s", source,
+                 ", ".join(heads) or "no task (all heads fresh)")
+        return StartingPoint(weights=source, heads=heads)
     path = resume_checkpoint(config.resume)
-    return resumed_from(path, config)
+    heads = heads_taken_over(path, tasks)
+    if set(heads) != set(tasks):
+        raise MtdnnError(f"the checkpoint has no head for {sorted(set(tasks) - set(heads))}",
+                         file=path / HEADS_FILE, key="resume",
+                         allowed="resume with the same tasks")
+    return resumed_from(path, config, heads)
 
 
-def resumed_from(path: Path, config: TrainConfig) -> StartingPoint:
+def heads_taken_over(path: Path, tasks: dict[str, TaskDef]) -> dict[str, dict[str, torch.Tensor]]:
+    """The head weights of checkpoint ``path`` for each of ``tasks`` it has with the same
+    type and labels; the other tasks' heads start fresh."""
+    saved_tasks = load_checkpoint_tasks(path)
+    matching = [name for name, task in tasks.items() if (saved := saved_tasks.get(name))
+                is not None and (saved.type, saved.labels) == (task.type, task.labels)]
+    heads = load_heads(path) if matching else {}
+    return {name: heads.get(name, {}) for name in matching}
+
+
+def resumed_from(path: Path, config: TrainConfig,
+                 heads: dict[str, dict[str, torch.Tensor]]) -> StartingPoint:
     """Everything checkpoint ``path`` holds for the run that continues it. A run resumed
     with a larger max_steps, epochs or min_steps goes on under the longer run's
     learning-rate schedule from the step it reached."""
@@ -80,8 +111,8 @@ def resumed_from(path: Path, config: TrainConfig) -> StartingPoint:
     log.info("resumed from %s at step %d (epoch %d)", path, run.step, run.epoch)
     extended = {key: (saved_config.get(key), getattr(config, key)) for key in EXTENDABLE
                 if saved_config.get(key) != getattr(config, key)}
-    return StartingPoint(weights=path, resumed=path, run=run, saved=saved, teacher=teacher,
-                         extended=extended)
+    return StartingPoint(weights=path, heads=heads, resumed=path, run=run, saved=saved,
+                         teacher=teacher, extended=extended)
 
 
 def resume_checkpoint(resume: str) -> Path:
@@ -102,27 +133,3 @@ def continue_keys(run_dir: Path) -> dict[str, Any]:
     if (run_dir / "last" / STATE_FILE).is_file():
         return {"resume": str(run_dir)}
     return {"overwrite": True} if run_dir.exists() else {}
-
-
-def build_model(config: TrainConfig, tasks: dict[str, TaskDef], start: StartingPoint
-                ) -> tuple[MultiTaskModel, Any]:
-    """Fresh heads on the configured encoder; or the shared encoder (and matching heads) of
-    ``init_checkpoint``; or everything of the checkpoint being resumed."""
-    from mtdnn.modeling.model import MultiTaskModel, load_encoder
-
-    source = start.weights
-    if source is None:
-        encoder, tokenizer = load_encoder(config.encoder, config.encoder_layers,
-                                          config.encoder_dropout)
-        return MultiTaskModel(encoder, tasks), tokenizer
-    encoder, tokenizer = load_encoder(str(source / ENCODER_DIR), dropout=config.encoder_dropout)
-    model = MultiTaskModel(encoder, tasks)
-    copied = init_heads_from(model, source)
-    if start.resumed is None:
-        log.info("initialised from %s: encoder, heads of %s", source,
-                 ", ".join(copied) or "no task (all heads fresh)")
-    elif set(copied) != set(tasks):
-        raise MtdnnError(f"the checkpoint has no head for {sorted(set(tasks) - set(copied))}",
-                         file=source / HEADS_FILE, key="resume",
-                         allowed="resume with the same tasks")
-    return model, tokenizer

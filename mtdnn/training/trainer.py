@@ -32,13 +32,13 @@ from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
 from mtdnn.inference.batched import evaluate_tasks
 from mtdnn.modeling.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
-from mtdnn.modeling.model import prepare_for_training
+from mtdnn.modeling.model import build_model, prepare_for_training
 from mtdnn.modeling.objective import batch_loss
 from mtdnn.modeling.precision import AMP_DTYPES, autocast_context, resolve_precision
 from mtdnn.modeling.smart import build_teacher, smart_adv_weights
 from mtdnn.runs.checkpoint import save_last, training_state
 from mtdnn.runs.provenance import code_version, machine_description
-from mtdnn.runs.randomness import seed_everything, set_rng_state
+from mtdnn.runs.randomness import seeded
 from mtdnn.runs.run_dir import RunDir, plan_run_dir
 from mtdnn.runs.run_log import EarlyLines, RunLog, attach_run_log
 from mtdnn.runs.run_state import RunState
@@ -46,8 +46,8 @@ from mtdnn.runs.trackers import Trackers
 from mtdnn.tasks.metrics import check_best_metric, score_of
 from mtdnn.tasks.task_def import select_tasks
 from mtdnn.training.distributed import Distributed, shutdown, start_distributed
-from mtdnn.training.optimization import build_optimizer, build_scheduler, resume_optimization
-from mtdnn.training.resume import build_model, start_checkpoint
+from mtdnn.training.optimization import build_optimization
+from mtdnn.training.resume import start_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,8 @@ class TrainingRecipe:
         config = self.config
         self.distributed = start_distributed(config)
         self.main, self.device = self.distributed.is_main, self.distributed.device
-        start = start_checkpoint(config)  # read and checked before anything is built
+        self.tasks = select_tasks(config)
+        start = start_checkpoint(config, self.tasks)  # read and checked before anything is built
         precision = resolve_precision(config.precision, self.device, config.smart)
         # The resolved precision is what config.yaml records (and what a resume must match).
         self.config = config = dataclasses.replace(config, precision=precision)
@@ -144,44 +145,38 @@ class TrainingRecipe:
         log.info("device %s, precision %s", self.device, precision)
         self.planned = plan_run_dir(config, start.resumed)
         self.trackers = Trackers(config.report_to, self.planned.run, self.planned.settings)
-        seed_everything(config.seed)
-        self.tasks = select_tasks(config)
-        self.model, self.tokenizer = build_model(config, self.tasks, start)
-        prepare_for_training(self.model, self.tokenizer, config, self.tasks, self.device)
-        self.distributed.broadcast_parameters(self.model)
-        torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
-        with self.distributed.main_first():  # rank 0 fills the data cache, the others read it
-            files = canonical_files(config, self.tasks)
-            self.data = load_task_data(config, self.tasks, self.tokenizer, files)
-        check_best_metric(config.best_metric, self.tasks,
-                          [t for t in self.tasks if self.data[t].dev is not None])
-        self.sampler = training_sampler(config.sampler, self.data, config.batch_size,
-                                        config.seed, config.epochs)
-        self.state = start.run or RunState(sampler_state=self.sampler.snapshot())
-        self.accum = config.optimizer.grad_accum_steps
-        self.total_steps = config.total_steps(self.sampler.num_steps)
-        self.optimizer = build_optimizer(self.model, config.optimizer)
-        self.scheduler = build_scheduler(self.optimizer, config.optimizer, self.total_steps)
-        self.scaler = torch.amp.GradScaler(self.device.type,
-                                           enabled=self.amp_dtype == torch.float16)
-        saved = start.saved  # a resumed run's optimizer, scheduler, scaler and RNG
-        if saved:
-            resume_optimization(self.optimizer, self.scheduler, self.total_steps, saved,
-                                start.extended)
-            self.scaler.load_state_dict(saved["scaler"])
         self.surgery_rng = np.random.default_rng(config.seed)  # PCGrad's projection order
-        self.adv_weights = smart_adv_weights(config.smart, self.tasks)
-        self.teacher = build_teacher(self.model, config.smart, self.total_steps,
-                                     start.teacher, start.resumed)
-        # DDP's all-reduce fits a step of one forward and one backward; SMART's R_s and
-        # PCGrad do not, so their runs sum the gradients by hand (mtdnn.training.distributed).
-        hand_summed = any(self.adv_weights.values()) or config.pcgrad
-        self.ddp = self.distributed.wrap(self.model, hand_summed)
-        # rank 0 writes the run folder and its log; the other ranks only name the folder
-        self.run = self.planned.start() if self.main else RunDir(config.output_dir)
-        self.run_log = attach_run_log(self.planned, config, self.early) if self.main else None
-        if saved:  # last: setup drew from the generators; the run goes on from here
-            set_rng_state(saved["rng"], self.surgery_rng)
+        # Setup draws from the run's seed (fresh heads, each rank's masks); a resumed run
+        # then goes on from the generators it saved.
+        with seeded(config.seed, start.saved.get("rng"), (self.surgery_rng,)):
+            self.model, self.tokenizer = build_model(self.tasks, encoder_dir=start.encoder_dir,
+                                                     heads=start.heads, config=config)
+            prepare_for_training(self.model, self.tokenizer, config, self.tasks, self.device)
+            self.distributed.broadcast_parameters(self.model)
+            torch.manual_seed(config.seed + self.distributed.rank)  # each rank its own masks
+            with self.distributed.main_first():  # rank 0 fills the data cache, others read it
+                files = canonical_files(config, self.tasks)
+                self.data = load_task_data(config, self.tasks, self.tokenizer, files)
+            check_best_metric(config.best_metric, self.tasks,
+                              [t for t in self.tasks if self.data[t].dev is not None])
+            self.sampler = training_sampler(config.sampler, self.data, config.batch_size,
+                                            config.seed, config.epochs)
+            self.state = start.run or RunState(sampler_state=self.sampler.snapshot())
+            self.accum = config.optimizer.grad_accum_steps
+            self.total_steps = config.total_steps(self.sampler.num_steps)
+            self.optimizer, self.scheduler, self.scaler = build_optimization(
+                self.model, config.optimizer, self.total_steps, precision, start.saved,
+                start.extended)
+            self.adv_weights = smart_adv_weights(config.smart, self.tasks)
+            self.teacher = build_teacher(self.model, config.smart, self.total_steps,
+                                         start.teacher, start.resumed)
+            # DDP's all-reduce fits a step of one forward and one backward; SMART's R_s and
+            # PCGrad do not, so their runs sum the gradients by hand (training.distributed).
+            hand_summed = any(self.adv_weights.values()) or config.pcgrad
+            self.ddp = self.distributed.wrap(self.model, hand_summed)
+            # rank 0 writes the run folder and its log; the other ranks only name the folder
+            self.run = self.planned.start() if self.main else RunDir(config.output_dir)
+            self.run_log = attach_run_log(self.planned, config, self.early) if self.main else None
         self.state.trained_by.append({"from_step": self.state.step,
                                       "code_version": code_version(),
                                       "machine": machine_description()})
