@@ -826,6 +826,12 @@ CASES = [
          lambda t, c: train_args(t, c, "init_checkpoint=" + str(damaged_checkpoint(
              t, c, truncated("heads.safetensors")))),
          "cannot read the head weights"),
+    # the starting checkpoint is read whole before an encoder loads: its heads are reported
+    Case("checkpoint", "init_checkpoint with truncated head and encoder weights", "train",
+         lambda t, c: train_args(t, c, "init_checkpoint=" + str(damaged_checkpoint(
+             t, c, lambda ck: (truncated("heads.safetensors")(ck),
+                               truncated("encoder/model.safetensors")(ck))))),
+         "cannot read the head weights"),
     Case("checkpoint", "export of a checkpoint with truncated encoder weights", "export",
          lambda t, c: export_args(t, c, t / "hf", checkpoint=damaged_checkpoint(
              t, c, truncated("encoder/model.safetensors"))),
