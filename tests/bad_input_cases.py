@@ -1074,14 +1074,31 @@ def last_error_line(stderr: str) -> str:
     return next(line for line in reversed(stderr.splitlines()) if line.startswith("error: "))
 
 
-def shorten_paths(text: str, tmp_root: Path) -> str:
+def shorten_paths(text: str) -> str:
     """Temporary folders differ from run to run; the table shows them as ``<tmp>``."""
-    text = text.replace(str(tmp_root), "<tmp>")
     # a pytest-xdist worker's folders sit one level deeper (popen-gw0/...)
     return re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/(?:popen-gw\d+/)?[^/\s']+", "<tmp>", text)
 
 
-def write_table(path: Path, context: dict, tmp_root: Path) -> None:
+def case_message(number: int, stderr: str, tmp: Path) -> str:
+    """A case's one-line message as the table shows it: its own folder as ``<tmp>/case<n>``,
+    other temporary folders as ``<tmp>``."""
+    return shorten_paths(last_error_line(stderr).replace(str(tmp), f"<tmp>/case{number}"))
+
+
+def case_messages(context: dict, tmp_root: Path) -> dict[int, str]:
+    """Run every case; its table message by case number (from 1)."""
+    messages = {}
+    for number, case in enumerate(CASES, start=1):
+        tmp = tmp_root / f"case{number}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        code, stderr, broken = run_case(case, tmp, context)
+        assert code == case.code and case.expect in stderr and not broken, (case.what, stderr)
+        messages[number] = case_message(number, stderr, tmp)
+    return messages
+
+
+def write_table(path: Path, messages: dict[int, str]) -> None:
     lines = ["# What mtdnn says to bad input", "",
              "Every case below exits with code 2 (130 for Ctrl-C), prints one paragraph (no "
              "traceback unless `--debug` is given), writes nothing partial and leaves every "
@@ -1091,12 +1108,7 @@ def write_table(path: Path, context: dict, tmp_root: Path) -> None:
              "(temporary paths shortened to `<tmp>`).", "",
              "| # | input | case | command | exact message |", "|---|---|---|---|---|"]
     for number, case in enumerate(CASES, start=1):
-        tmp = tmp_root / f"case{number}"
-        tmp.mkdir(parents=True, exist_ok=True)
-        code, stderr, broken = run_case(case, tmp, context)
-        message = shorten_paths(last_error_line(stderr), tmp_root).replace("|", "\\|")
-        assert code == case.code and case.expect in stderr and not broken, (case.what, stderr)
+        message = messages[number].replace("|", "\\|")
         lines.append(f"| {number} | {case.kind} | {case.what} | `{case.command}` | "
                      f"`{message}` |")
     path.write_text("\n".join(lines) + "\n")
-
