@@ -25,6 +25,7 @@ def test_the_results_page_opens_with_the_verdicts_the_records_give() -> None:
     page = (REPO / "docs" / "results.md").read_text()
     assert page.index(script.START) < page.index("## Table 3")  # the verdicts come first
     assert script.TEACHER_START in page and script.TEACHER_END in page
+    assert script.SEPARATION_START in page and script.SEPARATION_END in page
     assert page == script.page_with_summary(page), \
         "docs/results.md is stale: python scripts/results_summary.py --write"
     assert (REPO / "docs" / "history.md").is_file()
@@ -63,6 +64,18 @@ def test_the_docs_speak_of_the_schedulers_the_code_uses() -> None:
             if re.search(r"claim|stop_by|stop-by|work_queue", line):  # the issue's grep
                 found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_the_separating_arm_splits_the_gap_between_the_two_rows_into_parts_that_add_up() -> None:
+    """Table 5's two MT-DNN-SMART rows differ in ε and in the teacher schedule; the
+    separating arm's two paired differences add up to the rows' (within rounding)."""
+    block = summary_script().separation_table()
+    split = re.findall(r"SNLI ([0-9.]+%): ([+-][0-9.]*[0-9]) points, of which the radius "
+                       r"([+-][0-9.]*[0-9]) and the teacher schedule ([+-][0-9.]*[0-9])", block)
+    assert [subset for subset, *_ in split] == ["0.1%", "1%"], block
+    for _, both, radius, teacher in split:
+        assert abs(float(both) - float(radius) - float(teacher)) <= 0.15, split
+    assert "6 tests" in block and "after Holm's correction over these 6" in block
 
 
 def test_the_teacher_tuning_verdict_on_the_results_page_is_what_its_records_give() -> None:
