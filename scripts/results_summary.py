@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mtdnn.analysis.selection import run_key, runs_with, seeded_values, values
-from mtdnn.analysis.smart_tables import TERMS, start_share_cell, terms_cells
+from mtdnn.analysis.smart_tables import TERMS, entropy_cell, start_share_cell, terms_cells
 from mtdnn.analysis.statistics import (
     MIN_PAIRED,
     difference,
@@ -369,12 +369,9 @@ def teacher_table() -> str:
             share = start_share_cell(mine)
             ratios = [r["smart_terms"]["bregman_ratio"]["median"] for r in mine
                       if "bregman_ratio" in (r.get("smart_terms") or {})]
-            entropies = [r["dev_entropy"][task] for r in mine
-                         if task in (r.get("dev_entropy") or {})]
             lines.append(f"| {task} {subset} | {label} (`{arm}`) | {accuracy} | {gap} | {share} | "
                          + (f"{np.median(ratios):.2g}" if ratios else "—") + " | "
-                         + (f"{np.median(entropies):.3f}" if entropies else "not logged")
-                         + " |")
+                         + entropy_cell(mine, task) + " |")
     lines += ["", "Mean ± std over 5 seeds; − plain: Welch's p over seeds, one test per row "
                   "(15 when every row is in), not corrected for multiple comparisons; shares, "
                   "ratios and entropies: the median over runs. *: computed from the arm's "

@@ -804,6 +804,12 @@ def test_an_older_records_teacher_share_is_computed_from_its_schedule_and_steps(
     assert rows["| new"].split(" | ")[-1] == "0.500 |"
     assert rows["| old"].split(" | ")[-1] == "not logged |"
     assert "not logged: records from before the dev entropy was" in table
+    # An arm with runs of both kinds: every run counts, not only the one that logged.
+    mixed = [{**old, "arm": "mixed"}, {**old, "arm": "mixed", "seed": 14},
+             {**new, "arm": "mixed"}]
+    row = next(line for line in smart_terms_table(["mixed"], mixed).splitlines()
+               if line.startswith("| mixed |"))
+    assert row.split(" | ")[-2:] == ["0.55*", "0.500 (1 of 3 runs) |"]
 
 
 def test_a_grid_run_logs_lines_not_a_progress_bar(tmp_path: Path) -> None:

@@ -35,12 +35,10 @@ def smart_terms_table(arms: list[str], records: list[Record]) -> str:
             mine = [r for r in logged if r["arm"] == arm and r["task"] == task]
             cells = terms_cells(mine)
             if extra:
-                share = start_share_cell(mine)
-                entropies = [r["dev_entropy"][task] for r in mine
-                             if task in (r.get("dev_entropy") or {})]
-                cells += [share, f"{np.median(entropies):.3f}" if entropies else "not logged"]
+                share, entropy = start_share_cell(mine), entropy_cell(mine, task)
+                cells += [share, entropy]
                 marked = marked or share.endswith("*")
-                unlogged = unlogged or not entropies
+                unlogged = unlogged or entropy == "not logged"
             lines.append(f"| {arm} | {task} | " + " | ".join(cells) + " |")
     if marked:
         lines += ["", "*: records from before the share was logged: computed from the arm's "
@@ -103,16 +101,27 @@ def resolved_smart(record: Record) -> dict[str, Any] | None:
 
 
 def start_share_cell(records: list[Record]) -> str:
-    """The median over ``records`` of the teacher's logged share of the start weights at the
-    end; where none was logged, computed from the schedule and marked * ; "—" without a
-    teacher."""
-    logged = [r["teacher_start_share"] for r in records
-              if r.get("teacher_start_share") is not None]
-    if logged:
-        return f"{np.median(logged):.2g}"
-    computed = [share for r in records for share in [schedule_start_share(r)]
-                if share is not None]
-    return f"{np.median(computed):.2g}*" if computed else "—"
+    """The median over ``records`` of the teacher's share of the start weights at the end:
+    logged, or for a record from before it was logged computed from the schedule, and then
+    marked * (a cell over both kinds still counts every run); "—" without a teacher."""
+    shares = [r["teacher_start_share"] if r.get("teacher_start_share") is not None
+              else schedule_start_share(r) for r in records]
+    known = [share for share in shares if share is not None]
+    if not known:
+        return "—"
+    computed = any(r.get("teacher_start_share") is None for r in records)
+    return f"{np.median(known):.2g}" + ("*" if computed else "")
+
+
+def entropy_cell(records: list[Record], task: str) -> str:
+    """The median over ``records`` of the mean entropy of their dev predictions, and how many
+    of them logged it when not all did."""
+    entropies = [r["dev_entropy"][task] for r in records
+                 if task in (r.get("dev_entropy") or {})]
+    if not entropies:
+        return "not logged"
+    part = f" ({len(entropies)} of {len(records)} runs)" if len(entropies) < len(records) else ""
+    return f"{np.median(entropies):.3f}{part}"
 
 
 def schedule_start_share(record: Record) -> float | None:
