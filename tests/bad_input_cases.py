@@ -990,6 +990,10 @@ CASES = [
          "export", lambda t, c: export_all_args(t, c, replaced("checkpoint.json",
                                                                 b'{"step": "two"}')),
          "checkpoint.json: key 'step': its step is 'two', not a whole number"),
+    Case("CLI argument", "experiment with --stage-seeds where no arm starts from a stage",
+         "experiment",
+         lambda t, c: [*sweep_args(t, c, {"plain": None}), "--stage-seeds", "13"],
+         "key '--stage-seeds': --stage-seeds 13: not seeds of the stages the arms start from"),
 ]
 
 

@@ -864,6 +864,27 @@ def test_max_runs_per_cell_keeps_the_first_runs_of_each_arm_varying_the_stage_se
         ("plain", "rte", 13, None), ("plain", "rte", 14, None), ("mt-dnn", "rte", 13, 13),
         ("mt-dnn", "rte", 13, 14), ("mt-dnn", "rte", 13, 15)}
     assert sum(r[1] == "mrpc" for r in runs) == 2 + 6  # no cap: every seed on every stage
+    # Training one stage seed at a time keeps the grid's runs: --stage-seeds filters them,
+    # where overriding the stage's seeds would change which runs the cap keeps.
+    from mtdnn.experiment.command import chosen_stage_seeds
+    from mtdnn.experiment.jobs import plan
+
+    folders = [f"{key}={tmp_path / key}" for key in ("output_dir", "stage_dir", "publish_dir")]
+    grid = load_experiment(config, folders)
+    seeds = chosen_stage_seeds(grid, ("mt-dnn",), "14")
+    jobs = [job.name for job in plan(grid, arms=("mt-dnn",), stage_seeds=seeds)]
+    assert jobs[0] == "stage mt seed 14" and sorted(jobs[1:]) == [
+        "mt-dnn mrpc full seed 13 stage seed 14", "mt-dnn mrpc full seed 14 stage seed 14",
+        "mt-dnn rte full seed 13 stage seed 14"]
+    narrowed = load_experiment(config, [*folders, "stages.mt.seeds=[14]"])
+    assert "mt-dnn rte full seed 14 stage seed 14" in [job.name for job in plan(
+        narrowed, arms=("mt-dnn",))]  # the trap the filter avoids
+    for bad in ("16", "x", ""):
+        with pytest.raises(MtdnnError, match="--stage-seeds") as raised:
+            chosen_stage_seeds(grid, None, bad)
+        assert raised.value.allowed == "13, 14, 15"
+    with pytest.raises(MtdnnError, match="--stage-seeds"):
+        chosen_stage_seeds(grid, ("plain",), "13")
     with pytest.raises(MtdnnError, match="cell 'rte 1pct', which the grid does not have"):
         load_experiment(config, ["max_runs_per_cell={rte 1pct: 3}"])
     with pytest.raises(MtdnnError, match="at least one run"):

@@ -7,6 +7,7 @@
     mtdnn-experiment --config ... --jobs 4        # 4 jobs at once on this machine
     mtdnn-experiment --config ... --launcher slurm   # or: --launcher ray
     mtdnn-experiment --config ... --arms smart,mt-dnn  # train these arms' runs only
+    mtdnn-experiment --config ... --stage-seeds 14     # only the runs from stage seed 14
 
 Each finished run leaves a result.json (its record); a run with a record is skipped and an
 interrupted one resumes from its last checkpoint. Results: results.csv, results.md and
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from mtdnn.commandline import add_debug_flag, command_parser, parsed_with_logging
 from mtdnn.errors import MtdnnError
-from mtdnn.experiment.config import ExperimentConfig, load_experiment
+from mtdnn.experiment.config import ExperimentConfig, load_experiment, stage_of
 from mtdnn.files import make_output_dir
 
 
@@ -53,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arms", metavar="A,B",
                         help="train only these arms' runs (and their stages), e.g. to add "
                              "one row to a finished grid; the tables still show every arm")
+    parser.add_argument("--stage-seeds", metavar="S,T",
+                        help="train only the runs that start from these stage seeds (and "
+                             "those stages), e.g. to train a grid one stage at a time; which "
+                             "runs the grid holds stays the config's")
     parser.add_argument("--launcher", choices=("local", "slurm", "ray"),
                         help="where the jobs run (default: the config's launcher.kind, "
                              "else local): local processes, Slurm through submitit, or Ray")
@@ -85,10 +90,11 @@ def main(argv: list[str] | None = None) -> None:
     from mtdnn.experiment.runner import rescore, run_experiment
 
     arms = chosen_arms(config, args.arms)
+    stage_seeds = chosen_stage_seeds(config, arms, args.stage_seeds)
     changed = "rerun" if args.rerun_changed else "keep" if args.keep_changed else "refuse"
     if args.stages_only:
         run_experiment(config, stages_only=True, arms=arms, changed=changed,
-                       analyses=analyses)
+                       analyses=analyses, stage_seeds=stage_seeds)
         if args.publish:
             publish(config)
         return
@@ -99,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
             rescore(config, sizes, analyses)
         records = write_report(config, sizes, analyses)
     else:
-        records = run_experiment(config, arms=arms, changed=changed, analyses=analyses)
+        records = run_experiment(config, arms=arms, changed=changed, analyses=analyses,
+                                 stage_seeds=stage_seeds)
     if args.publish:
         publish(config)
     out = Path(config.output_dir)
@@ -142,3 +149,21 @@ def chosen_arms(config: ExperimentConfig, text: str | None) -> tuple[str, ...] |
         raise MtdnnError(f"no arm '{unknown[0]}'" if unknown else "names no arm",
                          key="--arms", allowed=", ".join(config.arms))
     return arms
+
+
+def chosen_stage_seeds(config: ExperimentConfig, arms: tuple[str, ...] | None,
+                       text: str | None) -> tuple[int, ...] | None:
+    """``--stage-seeds 13,14`` as seeds of the stages the chosen arms start from (None:
+    every seed)."""
+    if text is None:
+        return None
+    stages = {stage_of(config, arm) for arm in arms or config.arms} - {None}
+    known = sorted({seed for stage in stages for seed in config.stages[stage].seeds})
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    seeds = tuple(int(word) for word in words if word.lstrip("-").isdigit())
+    if not words or len(seeds) != len(words) or not set(seeds) <= set(known):
+        raise MtdnnError(f"--stage-seeds {text}: not seeds of the stages "
+                         f"{'the chosen arms start' if arms else 'the arms start'} from",
+                         key="--stage-seeds",
+                         allowed=", ".join(map(str, known)) or "none: no arm starts from a stage")
+    return seeds

@@ -44,11 +44,14 @@ log = logging.getLogger(__name__)
 
 def plan(config: ExperimentConfig, stages_only: bool = False,
          arms: tuple[str, ...] | None = None,
-         analyses: Sequence[RunAnalysis] = ()) -> list[Job]:
+         analyses: Sequence[RunAnalysis] = (),
+         stage_seeds: tuple[int, ...] | None = None) -> list[Job]:
     """The jobs ``config``'s grid still needs, stage jobs first (only those with
     ``stages_only``); a cell job names its stage job as ``after``. A stage is trained only
     for runs still to make: once they are all finished, its weights are not needed again.
-    ``arms``: only these arms' runs (and their stages). ``analyses``: what each cell job
+    ``arms``: only these arms' runs (and their stages); ``stage_seeds``: only the runs that
+    start from these stage seeds (a filter on the grid's runs: the grid, and so which runs
+    a ``max_runs_per_cell`` cap keeps, stays the config's). ``analyses``: what each cell job
     measures of its run's final model."""
     stages: dict[tuple[str, int], Job | None] = {}
     jobs: list[Job] = []
@@ -61,7 +64,8 @@ def plan(config: ExperimentConfig, stages_only: bool = False,
         return stages[(stage, seed)]
 
     for cell in cells(config, all_sizes(config)):
-        wanted = arms is None or cell.arm in arms
+        wanted = (arms is None or cell.arm in arms) and (
+            stage_seeds is None or cell.stage_seed in stage_seeds)
         if not wanted or find_record(config, cell.folder) is not None:
             continue
         stage = stage_of(config, cell.arm)

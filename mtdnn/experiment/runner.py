@@ -68,7 +68,8 @@ ChangedInputs = Literal["refuse", "rerun", "keep"]
 def run_experiment(config: ExperimentConfig, stages_only: bool = False,
                    arms: tuple[str, ...] | None = None,
                    changed: ChangedInputs = "refuse",
-                   analyses: Sequence[RunAnalysis] = ()) -> list[dict[str, Any]]:
+                   analyses: Sequence[RunAnalysis] = (),
+                   stage_seeds: tuple[int, ...] | None = None) -> list[dict[str, Any]]:
     """Run every job the grid still needs (of ``arms`` only, if given) on
     ``config.launcher``'s engine, then write the results files of every arm; returns the
     finished runs' records (the tables' rows). Every finished run is checked before
@@ -97,7 +98,7 @@ def run_experiment(config: ExperimentConfig, stages_only: bool = False,
         if freed:
             log.info("finished_runs_keep: model: %.1f GB of resumable state and best "
                      "checkpoints deleted from finished runs", freed / 1e9)
-    jobs = plan(config, stages_only, arms, analyses)
+    jobs = plan(config, stages_only, arms, analyses, stage_seeds)
     check_output_folder(Path(config.output_dir), "output_dir")
     if jobs:
         check_launcher(config.launcher)
