@@ -104,13 +104,13 @@ def start_share_cell(records: list[Record]) -> str:
     """The median over ``records`` of the teacher's share of the start weights at the end:
     logged, or for a record from before it was logged computed from the schedule, and then
     marked * (a cell over both kinds still counts every run); "—" without a teacher."""
-    shares = [r["teacher_start_share"] if r.get("teacher_start_share") is not None
-              else schedule_start_share(r) for r in records]
-    known = [share for share in shares if share is not None]
-    if not known:
+    logged = [r["teacher_start_share"] for r in records
+              if r.get("teacher_start_share") is not None]
+    computed = [share for r in records if r.get("teacher_start_share") is None
+                for share in [schedule_start_share(r)] if share is not None]
+    if not logged and not computed:
         return "—"
-    computed = any(r.get("teacher_start_share") is None for r in records)
-    return f"{np.median(known):.2g}" + ("*" if computed else "")
+    return f"{np.median(logged + computed):.2g}" + ("*" if computed else "")
 
 
 def entropy_cell(records: list[Record], task: str) -> str:
