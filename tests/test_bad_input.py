@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from pathlib import Path
@@ -67,13 +68,18 @@ def test_robustness_doc_is_current(context: dict, tmp_path: Path) -> None:
     messages = (dict(SEEN_MESSAGES) if len(SEEN_MESSAGES) == len(CASES)
                 else case_messages(context, tmp_path / "cases"))
     write_table(fresh, messages)
-    current = fresh.read_text() == doc.read_text()
+    old_text = doc.read_text()
+    current = fresh.read_text() == old_text
     if not current and os.environ.get("MTDNN_WRITE_DOCS") == "1":
         doc.write_text(fresh.read_text())
     # fails while the doc is stale, with MTDNN_WRITE_DOCS set or not (set: it is rewritten)
+    changed = "\n".join(difflib.unified_diff(
+        old_text.splitlines(), fresh.read_text().splitlines(), "docs/robustness.md", "now",
+        n=0, lineterm=""))
     assert current, "docs/robustness.md was stale" + (
         " and has been rewritten: commit it" if os.environ.get("MTDNN_WRITE_DOCS") == "1"
-        else ": MTDNN_WRITE_DOCS=1 .venv/bin/python -m pytest tests/test_bad_input.py -k doc")
+        else ": MTDNN_WRITE_DOCS=1 .venv/bin/python -m pytest tests/test_bad_input.py -k doc"
+    ) + "\n" + changed
 
 
 def test_outputs_follow_the_umask(context: dict, tmp_path: Path) -> None:

@@ -227,6 +227,22 @@ def test_errors_name_the_users_file_and_row_not_the_cache(tmp_path: Path) -> Non
     assert ".cache" not in str(caught.value) and "sources" not in str(caught.value)
 
 
+def test_the_same_bytes_at_a_second_path_are_named_by_that_path(tmp_path: Path) -> None:
+    """A converted copy is cached by content; what its errors call it is still the file
+    this run was given, not the first path that held the same bytes."""
+    from mtdnn.data.sources import shown_name
+
+    cache = tmp_path / "cache"
+    text = "sentence1,sentence2,label\nA.,B.,entailment\n"
+    first, second = tmp_path / "a" / "mine.csv", tmp_path / "b" / "mine.csv"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_text(text)
+    copies = [canonical_path(str(path), TASKS["rte"], {}, cache) for path in (first, second)]
+    assert [shown_name(copy) for copy in copies] == [str(first), str(second)]
+    assert read(copies[0]) == read(copies[1])
+
+
 def test_a_dataset_is_cached_under_mtdnn_cache_when_it_is_set(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import datasets

@@ -73,9 +73,11 @@ def canonical_path(source: Source, task: TaskDef, columns: dict[str, str],
                                                                                     ".json"):
         return Path(source)
     opened = open_source(source, label_column=columns.get("label", "label"))
-    key = hashlib.sha256(json.dumps([SOURCES_FORMAT, opened.identity, sorted(columns.items()),
-                                     task.inputs, task.labels, require_labels]
-                                    ).encode()).hexdigest()[:20]
+    # The source's name is part of the key: the copy's errors name the file the user gave,
+    # not another path that once held the same bytes.
+    key = hashlib.sha256(json.dumps([SOURCES_FORMAT, opened.identity, opened.name,
+                                     sorted(columns.items()), task.inputs, task.labels,
+                                     require_labels]).encode()).hexdigest()[:20]
     target = cache_dir / "sources" / f"{task.name}-{key}.jsonl"
     shown = target.with_suffix(".source")  # what logs and errors call the cached copy
     if not shown.is_file():
@@ -273,14 +275,17 @@ def _dataset_rows(source: DatasetSource, label_column: str) -> SourceRows:
     return SourceRows(rows, where, dataset._fingerprint, names, list(dataset.column_names))
 
 
-def datasets_cache() -> str | None:
+def datasets_cache() -> str:
     """Where ``datasets`` keeps what it loads: its own ``HF_DATASETS_CACHE`` if set, else,
     where ``MTDNN_CACHE`` is set, ``$MTDNN_CACHE/datasets`` (one cache folder for
-    everything mtdnn writes), else ``datasets``' default."""
+    everything mtdnn writes), else ``datasets``' default. Always a path, so that an
+    offline miss says where it looked."""
     import os
 
     if os.environ.get("HF_DATASETS_CACHE") or not os.environ.get("MTDNN_CACHE"):
-        return None
+        import datasets
+
+        return str(datasets.config.HF_DATASETS_CACHE)
     return str(Path(os.environ["MTDNN_CACHE"]) / "datasets")
 
 
