@@ -46,6 +46,9 @@ def test_bad_input(case: Case, context: dict, tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     # the one-line error names the file (a path) or the key
     assert re.search(r"key '[^']+'|/", last_error_line(stderr)), stderr
+    # and a file it names is this session's (not one an earlier run cached under its name)
+    for named in re.findall(r"/tmp/pytest-of-[^\s':]+", last_error_line(stderr)):
+        assert named.startswith(str(tmp_path.parent)), (named, stderr)
     # earlier files byte-identical; nothing half-written (no predictions, exports,
     # canonical files, results, and no run folder from a start that failed its checks)
     assert not broken
