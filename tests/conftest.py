@@ -26,9 +26,9 @@ SHARED_DATA = (REPO.parent / "shared" / "data").resolve()
 
 @pytest.fixture(scope="session", autouse=True)
 def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every test session converts and tokenizes into a cache of its own (the commands it
+    """Every pytest run converts and tokenizes into a cache of its own (the commands it
     starts inherit it), as on a machine that never ran mtdnn: nothing a test sees depends
-    on what earlier sessions left in ~/.cache/mtdnn, and nothing is left there."""
+    on what earlier runs left in ~/.cache/mtdnn, and nothing is left there."""
     os.environ["MTDNN_CACHE"] = str(tmp_path_factory.mktemp("mtdnn_cache"))
 
 

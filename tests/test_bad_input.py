@@ -46,7 +46,7 @@ def test_bad_input(case: Case, context: dict, tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     # the one-line error names the file (a path) or the key
     assert re.search(r"key '[^']+'|/", last_error_line(stderr)), stderr
-    # and a file it names is this session's (not one an earlier run cached under its name)
+    # and a file it names is this pytest run's (not one an earlier run cached by name)
     for named in re.findall(r"/tmp/pytest-of-[^\s':]+", last_error_line(stderr)):
         assert named.startswith(str(tmp_path.parent)), (named, stderr)
     # earlier files byte-identical; nothing half-written (no predictions, exports,
@@ -71,13 +71,13 @@ def test_robustness_doc_is_current(context: dict, tmp_path: Path) -> None:
     messages = (dict(SEEN_MESSAGES) if len(SEEN_MESSAGES) == len(CASES)
                 else case_messages(context, tmp_path / "cases"))
     write_table(fresh, messages)
-    old_text = doc.read_text()
-    current = fresh.read_text() == old_text
+    old_text, new_text = doc.read_text(), fresh.read_text()
+    current = new_text == old_text
     if not current and os.environ.get("MTDNN_WRITE_DOCS") == "1":
-        doc.write_text(fresh.read_text())
+        doc.write_text(new_text)
     # fails while the doc is stale, with MTDNN_WRITE_DOCS set or not (set: it is rewritten)
     changed = "\n".join(difflib.unified_diff(
-        old_text.splitlines(), fresh.read_text().splitlines(), "docs/robustness.md", "now",
+        old_text.splitlines(), new_text.splitlines(), "docs/robustness.md", "now",
         n=0, lineterm=""))
     assert current, "docs/robustness.md was stale" + (
         " and has been rewritten: commit it" if os.environ.get("MTDNN_WRITE_DOCS") == "1"
