@@ -42,6 +42,20 @@ def test_task_def_is_frozen(tmp_path: Path) -> None:
         task.type = "regression"  # type: ignore[misc]
 
 
+def test_a_changed_file_is_read_again_and_a_caller_cannot_change_the_next_read(
+        tmp_path: Path) -> None:
+    """Parsed task files are reused while unchanged; an edit is seen at once, and the mapping
+    one caller gets is its own."""
+    path = write(tmp_path, GOOD)
+    first = load_task_file(path)
+    first["extra"] = first.pop("rte")
+    assert list(load_task_file(path)) == ["rte"]
+    path.write_text(GOOD + "  dropout: 0.2\n")
+    assert load_task_file(path)["rte"].dropout == 0.2
+    path.write_text(GOOD.replace("rte:", "mrpc:"))
+    assert list(load_task_file(path)) == ["mrpc"]
+
+
 def test_smart_override_loads(tmp_path: Path) -> None:
     text = GOOD + "  smart: {adv_weight: 5.0}\n  dropout: 0.2\n"
     task = load_task_file(write(tmp_path, text))["rte"]

@@ -14,6 +14,7 @@ allowed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import json
@@ -136,8 +137,26 @@ def _validate(task: TaskDef, source: Path) -> None:
 
 
 def load_task_file(path: str | Path) -> dict[str, TaskDef]:
-    """Load and validate every task defined in one YAML file."""
+    """Load and validate every task defined in one YAML file.
+
+    A grid's report resolves every run's config, each naming the same few files: a file is
+    parsed once while it stays unchanged (same size and modification time)."""
     path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError:
+        return _parse_task_file(path)  # its error names the file
+    return dict(_parsed_task_file(path, path.resolve(), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_task_file(path: Path, resolved: Path, mtime_ns: int,
+                      size: int) -> dict[str, TaskDef]:
+    # keyed by the resolved path too: one relative path from two folders is two files
+    return _parse_task_file(path)
+
+
+def _parse_task_file(path: Path) -> dict[str, TaskDef]:
     data = load_yaml(path)
     if not isinstance(data, dict) or not data:
         raise MtdnnError("expected a mapping of task names to task definitions", file=path)
