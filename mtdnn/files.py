@@ -30,6 +30,14 @@ def sha256_of(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def unchanged_stamp(path: str | Path) -> tuple[str, int, int]:
+    """What names a file's content while it stays unchanged: its resolved path (one relative
+    path from two folders is two files), size and modification time. The key of the
+    per-process caches of what mtdnn reads from files."""
+    stat = os.stat(path)
+    return str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns
+
+
 def not_utf8(path: str | Path) -> MtdnnError:
     """The error for a file that is not UTF-8 text: where the first bad byte is, and what
     the file looks like instead (a UTF-16 export, say)."""

@@ -39,7 +39,7 @@ from typing import Any
 
 from mtdnn.config.train_config import DatasetSource, TrainConfig
 from mtdnn.errors import MtdnnError
-from mtdnn.files import atomic_write_text, sha256_of
+from mtdnn.files import atomic_write_text, sha256_of, unchanged_stamp
 from mtdnn.tasks.rows import Origin, validate_row
 from mtdnn.tasks.task_def import TaskDef, definition_fingerprint
 
@@ -146,9 +146,7 @@ def source_fingerprint(source: Source) -> tuple[str, str]:
     path = Path(source)
     if not path.is_file():
         return str(source), "missing"
-    stat = path.stat()
-    return str(source), "sha256:" + _file_digest(str(path.resolve()), stat.st_size,
-                                                 stat.st_mtime_ns)
+    return str(source), "sha256:" + _file_digest(*unchanged_stamp(path))
 
 
 @functools.cache

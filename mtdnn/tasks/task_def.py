@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from mtdnn.config.schema import build, load_yaml
 from mtdnn.errors import MtdnnError, did_you_mean
+from mtdnn.files import unchanged_stamp
 from mtdnn.tasks.task_type import TaskType
 from mtdnn.tasks.types import TASK_TYPES
 
@@ -143,16 +144,15 @@ def load_task_file(path: str | Path) -> dict[str, TaskDef]:
     parsed once while it stays unchanged (same size and modification time)."""
     path = Path(path)
     try:
-        stat = path.stat()
+        stamp = unchanged_stamp(path)
     except OSError:
         return _parse_task_file(path)  # its error names the file
-    return dict(_parsed_task_file(path, path.resolve(), stat.st_mtime_ns, stat.st_size))
+    return dict(_parsed_task_file(path, stamp))
 
 
 @functools.lru_cache(maxsize=64)
-def _parsed_task_file(path: Path, resolved: Path, mtime_ns: int,
-                      size: int) -> dict[str, TaskDef]:
-    # keyed by the resolved path too: one relative path from two folders is two files
+def _parsed_task_file(path: Path, stamp: tuple[str, int, int]) -> dict[str, TaskDef]:
+    # keyed by the path as given too: the definitions and their errors name it
     return _parse_task_file(path)
 
 
