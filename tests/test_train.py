@@ -113,19 +113,19 @@ def test_epochs_are_counted_and_evaluated(prepared_data: Path, tiny_encoder_dir:
 def test_max_eval_examples_scores_the_first_rows_of_each_dev_set(
         prepared_data: Path, tiny_encoder_dir: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    import mtdnn.training.trainer
+    import mtdnn.training.checkpointing
 
     # the data lines come before the run's log
     caplog.set_level("INFO", logger="mtdnn.data.tokenized")
 
     scored = []
-    real_evaluate = mtdnn.training.trainer.evaluate_tasks
+    real_evaluate = mtdnn.training.checkpointing.evaluate_tasks
 
     def recording_evaluate(model, data, *args, **kwargs):
         scored.append(list(data["rte"].dev.dataset["uid"]))
         return real_evaluate(model, data, *args, **kwargs)
 
-    monkeypatch.setattr(mtdnn.training.trainer, "evaluate_tasks", recording_evaluate)
+    monkeypatch.setattr(mtdnn.training.checkpointing, "evaluate_tasks", recording_evaluate)
     summary, _ = tiny_rte_run(prepared_data, tiny_encoder_dir, tmp_path, "epochs=1",
                               "max_eval_examples=7")
     rows = [json.loads(line) for line in (tmp_path / "rte.jsonl").read_text().splitlines()]
@@ -142,16 +142,16 @@ def test_max_eval_examples_scores_the_first_rows_of_each_dev_set(
 
 def record_saves(monkeypatch) -> list[dict]:
     """The checkpoint info (step, metrics, ...) of every save the trainer makes, in order."""
-    import mtdnn.training.trainer
+    import mtdnn.training.checkpointing
 
     saves = []
-    real_save = mtdnn.training.trainer.save_last
+    real_save = mtdnn.training.checkpointing.save_last
 
     def recording_save(run, *args, **kwargs):
         saves.append(args[3])
         return real_save(run, *args, **kwargs)
 
-    monkeypatch.setattr(mtdnn.training.trainer, "save_last", recording_save)
+    monkeypatch.setattr(mtdnn.training.checkpointing, "save_last", recording_save)
     return saves
 
 

@@ -48,3 +48,10 @@ def machine_description() -> dict[str, object]:
     return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
             "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
+def this_process(from_step: int) -> dict[str, Any]:
+    """An entry of a run's ``trained_by``: this process trains it from ``from_step`` on,
+    with this code on this machine."""
+    return {"from_step": from_step, "code_version": code_version(),
+            "machine": machine_description()}

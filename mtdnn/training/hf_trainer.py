@@ -85,14 +85,13 @@ def processes_so_far(path: Path, from_step: int | None) -> list[dict[str, Any]]:
     """Every process that trained the run, this one last (as our runs' ``trained_by``):
     kept in ``path`` from start to start, so that a run resumed from its checkpoint still
     names the processes before it. ``from_step`` None: a fresh start, and the list too."""
-    from mtdnn.runs.provenance import code_version, machine_description
+    from mtdnn.runs.provenance import this_process
 
     earlier = json.loads(path.read_text()) if from_step is not None and path.is_file() else []
     # the earlier processes whose steps the checkpoint holds (one that died before saving
     # again left nothing in it), then this one
     processes = [*[p for p in earlier if p["from_step"] < from_step],
-                 {"from_step": from_step or 0, "code_version": code_version(),
-                  "machine": machine_description()}]
+                 this_process(from_step or 0)]
     atomic_write_json(path, processes)
     return processes
 

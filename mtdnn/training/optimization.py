@@ -1,4 +1,5 @@
-"""AdamW parameter groups (weight decay, layer-wise LR decay) and learning-rate schedules.
+"""AdamW parameter groups (weight decay, layer-wise LR decay), learning-rate schedules, and
+the update step that uses them (:class:`Updater`).
 
 Schedules come from ``transformers`` where it has them (linear, cosine, constant, all with
 linear warm-up); the slanted triangular schedule of Howard & Ruder (2018) is a
@@ -9,8 +10,9 @@ fall to peak / ``stlr_ratio``.
 from __future__ import annotations
 
 import logging
+import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -22,6 +24,12 @@ from transformers import (
 )
 
 from mtdnn.config.train_config import OptimizerConfig
+from mtdnn.errors import MtdnnError
+
+if TYPE_CHECKING:
+    from mtdnn.runs.run_dir import RunDir
+    from mtdnn.runs.run_state import RunState
+    from mtdnn.training.distributed import Distributed
 
 log = logging.getLogger(__name__)
 
@@ -161,3 +169,54 @@ def follow_new_schedule(optimizer: torch.optim.Optimizer, scheduler: LambdaLR) -
         group["lr"] = base * factor(scheduler.last_epoch)
     scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
     return optimizer.param_groups[0]["lr"]
+
+
+class Updater:
+    """One optimizer update per :meth:`step`: unscale (fp16), clip the gradient norm to
+    ``max_grad_norm``, step, schedule. A non-finite gradient norm (the one value brought to
+    the host each update) drops the update after the minibatches' losses are checked: a
+    non-finite task loss stops the run, naming the task, the step and the last good
+    checkpoint of ``run``."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: LambdaLR,
+                 scaler: torch.amp.GradScaler, max_grad_norm: float, distributed: Distributed,
+                 run: RunDir) -> None:
+        self.optimizer, self.scheduler, self.scaler = optimizer, scheduler, scaler
+        self.max_grad_norm, self.distributed, self.run = max_grad_norm, distributed, run
+        self.grad_norm = torch.zeros(())  # the last update's, before clipping
+
+    @property
+    def lr(self) -> float:
+        """The first parameter group's learning rate for the next update."""
+        return self.scheduler.get_last_lr()[0]
+
+    def step(self, model: nn.Module, losses: list[tuple[str, torch.Tensor]],
+             state: RunState) -> bool:
+        """Update ``model`` from its gradients (``losses``: each minibatch's task and loss);
+        ``False`` when the gradient was not finite and the update was dropped."""
+        self.scaler.unscale_(self.optimizer)
+        self.grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
+        if not torch.isfinite(self.grad_norm):
+            self.check_finite_losses(losses, state.step)
+            if not self.scaler.is_enabled():  # (fp16's GradScaler skips the step itself)
+                self.optimizer.zero_grad(set_to_none=True)
+                state.nonfinite_skipped += 1
+                return False
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        state.step += 1
+        return True
+
+    def check_finite_losses(self, losses: list[tuple[str, torch.Tensor]], step: int) -> None:
+        """A non-finite task loss stops the run, naming the task and the step."""
+        for task, loss in losses:
+            value = self.distributed.sum_(loss.detach().clone()).item()
+            if not math.isfinite(value):
+                last = self.run.last
+                kept = (f"the last good checkpoint is {last}" if last.is_dir()
+                        else "no checkpoint was written yet")
+                raise MtdnnError(f"the loss of task '{task}' is {value} at step {step + 1}; "
+                                 f"{kept}", file=self.run.path,
+                                 allowed="a lower optimizer.lr, or precision=fp32")

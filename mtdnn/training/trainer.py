@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,25 +27,25 @@ from mtdnn.config.train_config import TrainConfig
 from mtdnn.data.sampling import Step, training_sampler
 from mtdnn.data.sources import canonical_files
 from mtdnn.data.tokenized import get_batch, load_task_data
-from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_write_text
-from mtdnn.inference.batched import evaluate_tasks
 from mtdnn.modeling.gradient_surgery import conflict_rates, pcgrad, put_gradients, take_gradients
 from mtdnn.modeling.model import build_model, prepare_for_training
 from mtdnn.modeling.objective import batch_loss
 from mtdnn.modeling.precision import AMP_DTYPES, autocast_context, resolve_precision
 from mtdnn.modeling.smart import build_teacher, smart_adv_weights
-from mtdnn.runs.checkpoint import save_last, training_state
-from mtdnn.runs.provenance import code_version, machine_description
+from mtdnn.runs.checkpoint import training_state
+from mtdnn.runs.provenance import this_process
 from mtdnn.runs.randomness import seeded
 from mtdnn.runs.run_dir import RunDir, plan_run_dir
 from mtdnn.runs.run_log import EarlyLines, RunLog, attach_run_log
 from mtdnn.runs.run_state import RunState
 from mtdnn.runs.trackers import Trackers
-from mtdnn.tasks.metrics import check_best_metric, score_of
+from mtdnn.tasks.metrics import check_best_metric
 from mtdnn.tasks.task_def import select_tasks
+from mtdnn.training.checkpointing import Checkpointer
 from mtdnn.training.distributed import Distributed, shutdown, start_distributed
-from mtdnn.training.optimization import build_optimization
+from mtdnn.training.metric_log import MetricLog
+from mtdnn.training.optimization import Updater, build_optimization
 from mtdnn.training.resume import start_checkpoint
 
 log = logging.getLogger(__name__)
@@ -164,9 +163,9 @@ class TrainingRecipe:
             self.state = start.run or RunState(sampler_state=self.sampler.snapshot())
             self.accum = config.optimizer.grad_accum_steps
             self.total_steps = config.total_steps(self.sampler.num_steps)
-            self.optimizer, self.scheduler, self.scaler = build_optimization(
+            self.updater = Updater(*build_optimization(
                 self.model, config.optimizer, self.total_steps, precision, start.saved,
-                start.extended)
+                start.extended), config.optimizer.max_grad_norm, self.distributed, self.planned.run)
             self.adv_weights = smart_adv_weights(config.smart, self.tasks)
             self.teacher = build_teacher(self.model, config.smart, self.total_steps,
                                          start.teacher, start.resumed)
@@ -175,11 +174,16 @@ class TrainingRecipe:
             hand_summed = any(self.adv_weights.values()) or config.pcgrad
             self.ddp = self.distributed.wrap(self.model, hand_summed)
             # rank 0 writes the run folder and its log; the other ranks only name the folder
-            self.run = self.planned.start() if self.main else RunDir(config.output_dir)
+            self.run = self.planned.start() if self.main else self.planned.run
             self.run_log = attach_run_log(self.planned, config, self.early) if self.main else None
-        self.state.trained_by.append({"from_step": self.state.step,
-                                      "code_version": code_version(),
-                                      "machine": machine_description()})
+            self.metric_log = MetricLog(self.trackers, self.run, self.distributed,
+                                        self.total_steps, config.log_every_steps,
+                                        config.progress_bar)
+            self.checkpointer = Checkpointer(self.run, self.tokenizer, self.planned.config_yaml,
+                                             self.trackers, self.data, config.eval_batch_size,
+                                             self.device, self.amp_dtype, config.best_metric,
+                                             config.keep_last_n, self.distributed)
+        self.state.trained_by.append(this_process(from_step=self.state.step))
         self.stopped_early, self.resumed_from_step = False, self.state.step
         self.clock = TrainingClock(self.state)
         if config.compile:
@@ -209,21 +213,28 @@ class TrainingRecipe:
                 state.position += 1
                 losses = self.backward(refs)
                 state.micro += 1
-                stepped = state.micro % self.accum == 0 and self.optimizer_step(losses)
+                stepped = state.micro % self.accum == 0 and \
+                    self.updater.step(model, losses, state)
+                if stepped and self.teacher is not None and \
+                        state.step % config.smart.teacher_update_every == 0:
+                    self.teacher.update(model)
                 epoch_end = state.position == len(plan)
                 if epoch_end:
                     state.epoch, state.position = state.epoch + 1, 0
                     state.sampler_state = self.sampler.snapshot()
                 if stepped:
                     progress.update(1)
-                    if state.step % config.log_every_steps == 0 or \
-                            state.step == self.total_steps:
-                        self.log_training(progress)
+                    if self.metric_log.due(state.step):
+                        self.metric_log.log(state, progress, self.updater.lr,
+                                            self.updater.grad_norm, self.teacher_start_share)
                 if stepped or epoch_end:
                     save, evaluate = config.checkpoint_due(state.step, self.total_steps,
                                                            epoch_end)
                     if save:
-                        self.save_checkpoint(evaluate)
+                        with self.clock.paused():
+                            self.clock.count(state)
+                            self.checkpointer.save(model, state, self.resume_state,
+                                                   self.teacher, evaluate)
                     self.stopped_early = evaluate and self.no_progress()
                 if state.step >= self.total_steps or self.stopped_early:
                     break
@@ -276,7 +287,7 @@ class TrainingRecipe:
                                     labels, self.config.smart, self.adv_weights[ref.task],
                                     self.teacher, self.config.label_smoothing)
             loss_weight = self.config.tasks[ref.task].loss_weight
-            self.scaler.scale(result.loss * (weight * loss_weight)).backward()
+            self.updater.scaler.scale(result.loss * (weight * loss_weight)).backward()
         # Weighted by this rank's share: summed over ranks it is the global batch's loss.
         task_loss = result.task_loss.float() * share
         self.state.running[f"{ref.task}/loss"].append(task_loss)
@@ -286,82 +297,7 @@ class TrainingRecipe:
         self.clock.examples += len(ref.indices)
         return ref.task, task_loss
 
-    def optimizer_step(self, losses: list[tuple[str, torch.Tensor]]) -> bool:
-        """Clip, step, schedule, update the teacher. ``False`` when the gradient was not
-        finite and the update was dropped."""
-        config, state = self.config, self.state
-        self.scaler.unscale_(self.optimizer)
-        self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
-                                                        config.optimizer.max_grad_norm)
-        if not torch.isfinite(self.grad_norm):  # the one sync per update
-            self.check_finite_losses(losses)
-            if not self.scaler.is_enabled():  # (fp16's GradScaler skips the step itself)
-                self.optimizer.zero_grad(set_to_none=True)
-                state.nonfinite_skipped += 1
-                return False
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        state.step += 1
-        if self.teacher is not None and state.step % config.smart.teacher_update_every == 0:
-            self.teacher.update(self.model)
-        return True
-
-    def check_finite_losses(self, losses: list[tuple[str, torch.Tensor]]) -> None:
-        """A non-finite task loss stops the run, naming the task and the step."""
-        for task, loss in losses:
-            value = self.distributed.sum_(loss.detach().clone()).item()
-            if not math.isfinite(value):
-                last = self.run.last
-                kept = (f"the last good checkpoint is {last}" if last.is_dir()
-                        else "no checkpoint was written yet")
-                raise MtdnnError(f"the loss of task '{task}' is {value} at step "
-                                 f"{self.state.step + 1}; {kept}", file=self.run.path,
-                                 allowed="a lower optimizer.lr, or precision=fp32")
-
     # -- logging, evaluation, checkpoints ---------------------------------------------------
-
-    def log_training(self, progress: tqdm) -> None:
-        """Means of the values gathered since the last log line: reduced across ranks,
-        moved to the host, written to tensorboard and metrics.jsonl (rank 0)."""
-        state = self.state
-        means = {}
-        for key, values in sorted(state.running.items()):
-            mean = torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in values]).mean()
-            if key.endswith("/loss"):  # each rank holds its share of the batch's loss
-                mean = self.distributed.sum_(mean.to(self.device))
-            means[key] = float(mean)
-        state.running.clear()
-        progress.set_postfix({k.split("/")[0]: f"{v:.3f}" for k, v in means.items()
-                              if k.endswith("/loss")}, refresh=False)
-        tenth = max(1, self.total_steps // 10)
-        if not self.config.progress_bar and self.main and (
-                state.step // tenth > (state.step - self.config.log_every_steps) // tenth
-                or state.step == self.total_steps):
-            # no bar: a line every tenth of the run, naming it (grids run many at once)
-            log.info("%s: step %d of %d, loss %s", self.run.path, state.step, self.total_steps,
-                     ", ".join(f"{k.split('/')[0]} {v:.3f}" for k, v in means.items()
-                               if k.endswith("/loss")))
-        if not self.main:
-            return
-        lr, step, adv_skipped = self.scheduler.get_last_lr()[0], state.step, int(state.adv_skipped)
-        for name, value in (("lr", lr), ("grad_norm", float(self.grad_norm)),
-                            ("adv_skipped", adv_skipped),
-                            ("nonfinite_skipped", state.nonfinite_skipped)):
-            self.trackers.add_scalar(f"train/{name}", value, step)
-        by_task: dict[str, dict[str, float]] = {}
-        for key, value in means.items():
-            self.trackers.add_scalar(f"train/{key}", value, step)
-            task, name = key.split("/")
-            by_task.setdefault(task, {})[name] = value
-        teacher = {}
-        if self.teacher is not None:
-            teacher = {"teacher_start_share": self.teacher.start_share}
-            self.trackers.add_scalar("train/teacher_start_share", self.teacher.start_share, step)
-        for task in sorted(by_task):
-            self.trackers.record({"kind": "train", "step": step, "epoch": state.epoch, "task": task,
-                         "lr": lr, "adv_skipped": adv_skipped, **teacher, **by_task[task]})
 
     def no_progress(self) -> bool:
         """Whether ``early_stopping_patience`` evaluations in a row brought no better
@@ -380,41 +316,15 @@ class TrainingRecipe:
                      self.state.step, patience, self.config.best_metric)
         return stop
 
-    def save_checkpoint(self, evaluate: bool) -> None:
-        """Evaluate (if asked) and save ``last`` (and ``best``); the other ranks wait."""
-        with self.clock.paused():
-            if self.main:
-                self._evaluate_and_save(evaluate)
-            self.distributed.barrier()
+    def resume_state(self) -> dict[str, Any]:
+        """What resuming needs besides the weights (``mtdnn.runs.checkpoint``)."""
+        updater = self.updater
+        return training_state(self.state, updater.optimizer, updater.scheduler, updater.scaler,
+                              self.surgery_rng)
 
-    def _evaluate_and_save(self, evaluate: bool) -> None:
-        config, state = self.config, self.state
-        self.clock.count(self.state)
-        info: dict[str, Any] = {"step": state.step, "epoch": state.epoch, "metrics": None}
-        is_best = False
-        if evaluate:
-            metrics, entropy = evaluate_tasks(self.model, self.data, config.eval_batch_size,
-                                              self.device, self.amp_dtype)
-            for task, values in metrics.items():
-                for name, value in values.items():
-                    self.trackers.add_scalar(f"eval/{task}/{name}", value, state.step)
-            for task, value in entropy.items():
-                self.trackers.add_scalar(f"eval/{task}/entropy", value, state.step)
-            score = score_of(metrics, config.best_metric) if metrics else -state.step
-            is_best = score > state.best_score
-            state.best_score = max(state.best_score, score)
-            entry = {"kind": "eval", "step": state.step, "epoch": state.epoch,
-                     "metrics": metrics, "entropy": entropy, "score": score, "best": is_best}
-            self.trackers.record(entry)
-            state.evals.append(entry)
-            log.info("step %d epoch %d dev %s%s", state.step, state.epoch, json.dumps(metrics),
-                     " (best)" if is_best else "")
-            info.update(metrics=metrics, score=score)
-        save_last(self.run, self.model, self.tokenizer, self.planned.config_yaml,
-                  info, training_state(state, self.optimizer, self.scheduler, self.scaler,
-                                 self.surgery_rng),
-                  self.teacher, is_best=is_best,
-                  keep_last_n=config.keep_last_n if evaluate else None)
+    @property
+    def teacher_start_share(self) -> float | None:
+        return None if self.teacher is None else self.teacher.start_share
 
     def cleanup(self) -> dict[str, Any]:
         """Close the logs; write and return the summary (rank 0)."""
