@@ -30,7 +30,8 @@ class Checkpointer:
     """:meth:`save`: evaluate on the dev sets (when asked), log the scores (trackers,
     ``metrics.jsonl``, ``state.evals``), then save ``last``, copied to ``best`` when
     ``best_metric`` improved and to ``checkpoints/step-<N>`` when ``keep_last_n`` copies
-    are kept. Only the process that writes the run (rank 0) calls it."""
+    are kept. Every rank calls it: the process that writes the run (rank 0) evaluates and
+    saves, the others wait for it."""
 
     def __init__(self, run: RunDir, tokenizer: Any, config_yaml: str, trackers: Trackers,
                  data: dict[str, TaskSplits], eval_batch_size: int, device: torch.device,
