@@ -138,7 +138,8 @@ def export_task(checkpoint: Path, task_name: str, out: Path, overwrite: bool = F
     """Write ``task_name`` of ``checkpoint`` to ``out`` (atomically) as an HF classifier;
     an existing ``out`` is replaced only with ``overwrite``, and never the checkpoint."""
     from mtdnn.modeling.model import quiet_transformers
-    from mtdnn.runs.checkpoint import ENCODER_DIR, load_model
+    from mtdnn.modeling.weights import ENCODER_DIR
+    from mtdnn.runs.checkpoint import load_model
 
     check_output(out, [checkpoint], key="--out", overwrite=overwrite, folder=True)
     model, tokenizer = load_model(checkpoint)

@@ -33,9 +33,10 @@ ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "inputs_embed
 class MultiTaskModel(nn.Module):
     """Shared encoder + ``heads[task]``; ``forward(task, ...)`` returns that head's outputs.
 
-    The model owns its encoder: training freezes, compiles and saves it, and export reads
-    its weights, through the methods below, so that the encoder may change shape (adapters,
-    new task types) without the rest of the package knowing."""
+    The model owns its encoder: training freezes and compiles it, and export reads its
+    weights, through the methods below, and :mod:`mtdnn.modeling.weights` writes and reads
+    it on disk, so that the encoder may change shape (adapters, new task types) without the
+    rest of the package knowing."""
 
     def __init__(self, encoder: PreTrainedModel, tasks: dict[str, TaskDef]) -> None:
         super().__init__()
@@ -59,11 +60,6 @@ class MultiTaskModel(nn.Module):
     def compile_encoder(self) -> None:
         """``torch.compile`` the encoder's forward (shapes vary with each batch's length)."""
         self.encoder.compile(dynamic=True)
-
-    def save_encoder(self, folder: Path) -> None:
-        """The encoder as ``save_pretrained`` writes it: loadable by plain ``transformers``."""
-        with quiet_transformers():
-            self.encoder.save_pretrained(folder)
 
     def encoder_state(self) -> dict[str, torch.Tensor]:
         """The encoder's weights by name, as its Hugging Face class names them."""

@@ -12,8 +12,9 @@ A checkpoint is one folder, written atomically (temporary folder, then rename)::
                           sampler, counters, dev history, RNG; see
                           :class:`mtdnn.runs.run_state.RunState`)
 
-Restoring all of it (plus the weights and the teacher, each through its owner) continues
-a killed run exactly as if it had never stopped.
+``encoder/`` and ``heads.safetensors`` are the model's weights, which
+:mod:`mtdnn.modeling.weights` writes and reads. Restoring all of it (the weights and the
+teacher each through its owner) continues a killed run exactly as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mtdnn._version import __version__
 from mtdnn.config.schema import to_dict
 from mtdnn.errors import MtdnnError
 from mtdnn.files import atomic_dir, sha256_of
+from mtdnn.modeling.weights import ENCODER_DIR, HEADS_FILE, load_heads, save_weights
 from mtdnn.runs.run_dir import CONFIG_FILE, INFO_FILE, STEPS_DIR, RunDir, checkpoint_info
 from mtdnn.runs.run_state import RunState
 from mtdnn.tasks.task_def import CHECKPOINT_TASK_DEFS, TaskDef, load_task_file
@@ -48,12 +50,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
-
-
-ENCODER_DIR = "encoder"
-
-
-HEADS_FILE = "heads.safetensors"
 
 
 TASK_DEFS_FILE = CHECKPOINT_TASK_DEFS
@@ -86,11 +82,8 @@ def save_checkpoint(path: Path, model: MultiTaskModel, tokenizer: Any, config_ya
     from safetensors.torch import save_file
 
     with atomic_dir(path) as tmp:
-        model.save_encoder(tmp / ENCODER_DIR)
+        save_weights(model, tmp)
         tokenizer.save_pretrained(tmp / ENCODER_DIR)
-        heads = {f"{task}.{key}": value.detach().cpu().contiguous()
-                 for task, head in model.heads.items() for key, value in head.state_dict().items()}
-        save_file(heads, tmp / HEADS_FILE)
         (tmp / TASK_DEFS_FILE).write_text(task_defs_yaml(model.tasks), encoding="utf-8")
         (tmp / CONFIG_FILE).write_text(config_yaml, encoding="utf-8")
         (tmp / INFO_FILE).write_text(json.dumps({**info, "mtdnn_version": __version__},
@@ -161,24 +154,6 @@ def load_checkpoint_tasks(path: Path) -> dict[str, TaskDef]:
     """The task definitions stored in a checkpoint."""
     check_checkpoint(path)
     return load_task_file(path / TASK_DEFS_FILE)
-
-
-def load_heads(path: Path) -> dict[str, dict[str, torch.Tensor]]:
-    """The head weights of checkpoint ``path`` by task (each a head's state dict); a
-    truncated file is a user error."""
-    from safetensors.torch import load_file
-
-    try:
-        flat = load_file(path / HEADS_FILE)
-    except Exception as error:  # safetensors' own error type for a bad header
-        raise MtdnnError(f"cannot read the head weights (a truncated or corrupt file?): "
-                         f"{str(error).splitlines()[0]}", file=path / HEADS_FILE,
-                         allowed="a checkpoint written whole by train.py") from None
-    heads: dict[str, dict[str, torch.Tensor]] = {}
-    for key, value in flat.items():
-        task, name = key.split(".", 1)
-        heads.setdefault(task, {})[name] = value
-    return heads
 
 
 def load_model(path: Path) -> tuple[MultiTaskModel, Any]:

@@ -14,6 +14,7 @@ logs and writes checkpoints.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -122,7 +123,10 @@ def start_distributed(config: TrainConfig) -> Distributed:
 
 
 def shutdown(distributed: Distributed) -> None:
+    """Leave the process group, once whatever held it (a DDP wrapper the caller dropped) is
+    freed."""
     if distributed.enabled and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 

@@ -14,14 +14,12 @@ from typing import TYPE_CHECKING, Any
 from safetensors import safe_open
 
 from mtdnn.errors import MtdnnError
+from mtdnn.modeling.weights import ENCODER_DIR, HEADS_FILE, load_heads
 from mtdnn.runs.checkpoint import (
-    ENCODER_DIR,
-    HEADS_FILE,
     STATE_FILE,
     TEACHER_FILE,
     check_checkpoint,
     load_checkpoint_tasks,
-    load_heads,
     load_training_state,
     saved_run_config,
 )
@@ -74,12 +72,16 @@ def start_checkpoint(config: TrainConfig, tasks: dict[str, TaskDef]) -> Starting
                  ", ".join(heads) or "no task (all heads fresh)")
         return StartingPoint(weights=source, heads=heads)
     path = resume_checkpoint(config.resume)
-    heads = heads_taken_over(path, tasks)
-    if set(heads) != set(tasks):
-        raise MtdnnError(f"the checkpoint has no head for {sorted(set(tasks) - set(heads))}",
+    start = resumed_from(path, config)
+    start.heads = heads_taken_over(path, tasks)
+    if set(start.heads) != set(tasks):
+        raise MtdnnError(f"the checkpoint has no head for "
+                         f"{sorted(set(tasks) - set(start.heads))}",
                          file=path / HEADS_FILE, key="resume",
                          allowed="resume with the same tasks")
-    return resumed_from(path, config, heads)
+    assert start.run is not None  # resumed_from read the loop state
+    log.info("resumed from %s at step %d (epoch %d)", path, start.run.step, start.run.epoch)
+    return start
 
 
 def heads_taken_over(path: Path, tasks: dict[str, TaskDef]) -> dict[str, dict[str, torch.Tensor]]:
@@ -92,11 +94,10 @@ def heads_taken_over(path: Path, tasks: dict[str, TaskDef]) -> dict[str, dict[st
     return {name: heads.get(name, {}) for name in matching}
 
 
-def resumed_from(path: Path, config: TrainConfig,
-                 heads: dict[str, dict[str, torch.Tensor]]) -> StartingPoint:
-    """Everything checkpoint ``path`` holds for the run that continues it. A run resumed
-    with a larger max_steps, epochs or min_steps goes on under the longer run's
-    learning-rate schedule from the step it reached."""
+def resumed_from(path: Path, config: TrainConfig) -> StartingPoint:
+    """Everything checkpoint ``path`` holds for the run that continues it, but the heads
+    (:func:`heads_taken_over`). A run resumed with a larger max_steps, epochs or min_steps
+    goes on under the longer run's learning-rate schedule from the step it reached."""
     from mtdnn.config.resuming import EXTENDABLE
 
     saved_config = saved_run_config(path)
@@ -108,10 +109,9 @@ def resumed_from(path: Path, config: TrainConfig,
                        "updates": int(handle.metadata()["updates"])}
     run = saved["run"]
     run = RunState(**{**run, "running": defaultdict(list, run["running"])})
-    log.info("resumed from %s at step %d (epoch %d)", path, run.step, run.epoch)
     extended = {key: (saved_config.get(key), getattr(config, key)) for key in EXTENDABLE
                 if saved_config.get(key) != getattr(config, key)}
-    return StartingPoint(weights=path, heads=heads, resumed=path, run=run, saved=saved,
+    return StartingPoint(weights=path, resumed=path, run=run, saved=saved,
                          teacher=teacher, extended=extended)
 
 

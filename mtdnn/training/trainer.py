@@ -77,6 +77,9 @@ def train(config: TrainConfig) -> dict[str, Any]:
         if recipe.run_log is not None:
             recipe.run_log.detach()
         if recipe.distributed is not None:
+            # DDP's reducer holds the process group: freed after the group is destroyed
+            # (when the process exits), it can hang in gloo's teardown, so it goes first.
+            recipe.ddp = None
             shutdown(recipe.distributed)
 
 
@@ -126,6 +129,7 @@ class TrainingRecipe:
         self.distributed: Distributed | None = None
         self.run_log: RunLog | None = None
         self.early: EarlyLines | None = None
+        self.ddp: torch.nn.Module | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
